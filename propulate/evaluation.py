@@ -1,0 +1,168 @@
+"""The one place that calls the user's loss function: one rank or a multi-rank worker.
+
+A loss function returns a number, or a mapping with a ``"loss"`` entry and further numbers (metrics such as
+accuracy), or is a generator that yields interim losses (the last one counts). With a multi-rank worker the
+worker's root broadcasts each individual to its other ranks, every rank calls ``loss_fn(params, comm)`` with
+the same individual and the worker's communicator, and the value returned on the root counts.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+import pickle
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from .individual import Individual
+from .mpi.messaging import Backoff
+
+__all__ = ["Evaluation", "Evaluator", "WorkerChannel"]
+
+_STOP = 0
+_TASK = 1
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The outcome of one evaluation: the loss, the other metrics, and the wall-clock period in seconds."""
+
+    loss: float
+    metrics: dict[str, float] = field(default_factory=dict)
+    period: float = 0.0
+
+
+def _as_float(value: Any, what: str) -> float:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    item = getattr(value, "item", None)  # numpy and torch scalars
+    if callable(item):
+        number = item()
+        if isinstance(number, numbers.Real) and not isinstance(number, bool):
+            return float(number)
+    raise TypeError(f"loss_fn returned {type(value).__name__} for {what}; expected a real number")
+
+
+def interpret(result: Any) -> tuple[float, dict[str, float]]:
+    """Turn what a loss function returned into ``(loss, metrics)``.
+
+    Raises
+    ------
+    TypeError
+        If the result is neither a number, nor a mapping with a numeric ``"loss"``, nor a generator of those.
+    """
+    if isinstance(result, Iterator) and not isinstance(result, np.ndarray):
+        last = None
+        for last in result:
+            pass
+        if last is None:
+            raise TypeError("loss_fn is a generator that yielded nothing; expected interim losses")
+        result = last
+    if isinstance(result, Mapping):
+        if "loss" not in result:
+            raise TypeError(f"loss_fn returned a mapping without a 'loss' entry: keys {list(result)}")
+        metrics = {str(k): _as_float(v, repr(k)) for k, v in result.items() if k != "loss"}
+        return _as_float(result["loss"], "'loss'"), metrics
+    return _as_float(result, "the loss"), {}
+
+
+def _takes_communicator(loss_fn: Callable[..., Any]) -> bool:
+    try:
+        signature = inspect.signature(loss_fn)
+    except (TypeError, ValueError):
+        return True
+    positional = [
+        p
+        for p in signature.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+    ]
+    return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional)
+
+
+class WorkerChannel:
+    """Hands individuals from a worker's root to its other ranks.
+
+    The other ranks wait in a non-blocking broadcast polled with a short back-off, so idle sub-ranks do not
+    steal CPU time from the root on an oversubscribed node.
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+        The library's duplicate of the worker communicator; the root is rank 0.
+    """
+
+    def __init__(self, comm: MPI.Comm) -> None:
+        self.comm = comm
+        self._header = np.zeros(2, dtype=np.int64)
+
+    def _post(self, kind: int, payload: bytes) -> None:
+        self._header[:] = (kind, len(payload))
+        # Non-blocking on both sides: a non-blocking collective only matches a non-blocking one.
+        self.comm.Ibcast(self._header, root=0).Wait()
+        if payload:
+            self.comm.Bcast([payload, MPI.BYTE], root=0)
+
+    def send_task(self, ind: Individual) -> None:
+        """Root: start the evaluation of ``ind`` on every rank of the worker."""
+        self._post(_TASK, pickle.dumps(ind, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def send_stop(self) -> None:
+        """Root: release the other ranks; the run is over for this worker."""
+        self._post(_STOP, b"")
+
+    def next_task(self) -> Individual | None:
+        """Other ranks: wait for the next individual; ``None`` when the worker is done."""
+        request = self.comm.Ibcast(self._header, root=0)
+        backoff = Backoff(cap=2e-3)
+        while not request.Test():
+            backoff.wait()
+        kind, size = (int(x) for x in self._header)
+        if kind == _STOP:
+            return None
+        payload = bytearray(size)
+        self.comm.Bcast([payload, MPI.BYTE], root=0)
+        return pickle.loads(payload)
+
+
+class Evaluator:
+    """Calls the loss function for one worker.
+
+    Parameters
+    ----------
+    loss_fn : callable
+        ``loss_fn(params)`` for one-rank workers, ``loss_fn(params, comm)`` for multi-rank workers.
+    user_comm : MPI.Comm
+        The worker communicator handed to ``loss_fn`` (the user's, not the library's duplicate).
+    """
+
+    def __init__(self, loss_fn: Callable[..., Any], user_comm: MPI.Comm) -> None:
+        if not callable(loss_fn):
+            raise TypeError(f"loss_fn: expected a callable, got {type(loss_fn).__name__}")
+        self.loss_fn = loss_fn
+        self.user_comm = user_comm
+        self.multi_rank = user_comm.size > 1
+        if self.multi_rank and not _takes_communicator(loss_fn):
+            raise TypeError(
+                "loss_fn: with several ranks per worker it is called as loss_fn(params, comm), "
+                "but it takes a single positional argument"
+            )
+
+    def __call__(self, ind: Individual) -> Evaluation:
+        """Evaluate ``ind`` on this rank and return the outcome."""
+        start = time.perf_counter()
+        result = self.loss_fn(ind, self.user_comm) if self.multi_rank else self.loss_fn(ind)
+        loss, metrics = interpret(result)
+        return Evaluation(loss, metrics, time.perf_counter() - start)
+
+    def run_only(self, ind: Individual) -> None:
+        """Sub-ranks: take part in the evaluation of ``ind``; what they return does not count."""
+        result = self.loss_fn(ind, self.user_comm)
+        if isinstance(result, Iterator):
+            for _ in result:
+                pass

@@ -1,0 +1,178 @@
+"""An individual: one candidate configuration with its loss and provenance. No MPI in here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from .space import SearchSpace
+
+__all__ = ["Individual"]
+
+
+class Individual(Mapping[str, Any]):
+    """One candidate of the search: parameter values, loss and where it came from.
+
+    Mapping-like over the parameters: ``ind["lr"]``, ``ind["lr"] = v``, ``len``, ``iter``, ``keys``,
+    ``values``, ``items`` and ``in`` always see the decoded, current values of ``position``.
+
+    Parameters
+    ----------
+    position : Mapping[str, Any] or numpy.ndarray
+        The parameter values as a dict, or an embedding of shape ``(n_slots,)`` (one slot per numeric
+        parameter, one one-hot block per categorical parameter).
+    limits : Mapping[str, tuple] or SearchSpace
+        The search space (see :mod:`propulate.space`).
+    velocity : numpy.ndarray, optional
+        Velocity of shape ``(n_slots,)``, used by particle swarms only.
+    generation : int
+        The breeding worker's generation counter when the individual was bred; ``-1`` if not bred by a worker.
+    rank : int
+        Index of the breeding worker in its island; ``-1`` if unknown.
+
+    Attributes
+    ----------
+    loss : float
+        The value minimized; ``inf`` until evaluated.
+    metrics : dict[str, float]
+        Further numbers the loss function returned besides the loss (e.g. accuracy).
+    active : bool
+        Whether the individual may be selected for breeding on its current island.
+    island : int
+        The island the individual was bred on (its birth island).
+    current : int
+        Index (in its current island) of the worker responsible for it when migrating.
+    migration_steps : int
+        How often the individual has moved between islands.
+    migration_history : str
+        The islands it visited, e.g. ``"0-1"``.
+    evaltime : float
+        Epoch time in seconds when its evaluation finished; ``inf`` before.
+    evalperiod : float
+        Wall-clock seconds its evaluation took.
+    uid : int
+        Identifier of this entry in its island's population, unique within a run; ``-1`` before it enters
+        a population.
+
+    Raises
+    ------
+    ValueError
+        If ``position`` does not match the search space.
+    """
+
+    # Mapping's __eq__ compares only the parameters; individuals are distinct objects (use equals()).
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __init__(
+        self,
+        position: Mapping[str, Any] | np.ndarray,
+        limits: Mapping[str, Any] | SearchSpace,
+        velocity: np.ndarray | None = None,
+        generation: int = -1,
+        rank: int = -1,
+    ) -> None:
+        self.space = SearchSpace.of(limits)
+        if isinstance(position, Mapping):
+            self.position = self.space.encode(position)
+        else:
+            array = np.array(position, dtype=np.float64)
+            if array.shape != (self.space.ndim,):
+                raise ValueError(
+                    f"position: expected shape ({self.space.ndim},) for this search space, got {array.shape}"
+                )
+            self.position = array
+        self.velocity = None if velocity is None else np.array(velocity, dtype=np.float64)
+        self.generation = generation
+        self.rank = rank
+        self.loss = math.inf
+        self.metrics: dict[str, float] = {}
+        self.active = True
+        self.island = -1
+        self.current = rank
+        self.migration_steps = 0
+        self.migration_history = ""
+        self.evaltime = math.inf
+        self.evalperiod = 0.0
+        self.uid = -1
+
+    @property
+    def limits(self) -> dict[str, tuple[Any, ...]]:
+        """The search space as a dict (numeric ranges low-to-high)."""
+        return self.space.limits
+
+    def __getitem__(self, key: str) -> Any:
+        try:
+            p = self.space.index[key]
+        except KeyError:
+            raise KeyError(f"{key!r} is not a parameter of this search space {self.space.names}") from None
+        return self.space.decode_one(self.position, p)
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        try:
+            p = self.space.index[key]
+        except KeyError:
+            raise KeyError(f"{key!r} is not a parameter of this search space {self.space.names}") from None
+        self.space.encode_one(self.position, p, value)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.space.names)
+
+    def __len__(self) -> int:
+        return len(self.space.names)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.space.index
+
+    def params(self) -> dict[str, Any]:
+        """Return the parameter values as a plain dict."""
+        return self.space.decode(self.position)
+
+    def equals(self, other: Individual) -> bool:
+        """Whether ``other`` has the same parameter values and the same loss (NaN equals NaN)."""
+        same_loss = self.loss == other.loss or (math.isnan(self.loss) and math.isnan(other.loss))
+        return same_loss and self.params() == other.params()
+
+    def child(self) -> Individual:
+        """Return a fresh, unevaluated individual with a copy of this one's position (and velocity)."""
+        child = Individual.__new__(Individual)
+        child.space = self.space
+        child.position = self.position.copy()
+        child.velocity = None if self.velocity is None else self.velocity.copy()
+        child.generation = -1
+        child.rank = -1
+        child.loss = math.inf
+        child.metrics = {}
+        child.active = True
+        child.island = -1
+        child.current = -1
+        child.migration_steps = 0
+        child.migration_history = ""
+        child.evaltime = math.inf
+        child.evalperiod = 0.0
+        child.uid = -1
+        return child
+
+    def copy(self) -> Individual:
+        """Return a copy carrying everything, the loss and the provenance included."""
+        twin = self.child()
+        twin.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("position", "velocity")})
+        twin.metrics = dict(self.metrics)
+        return twin
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={_fmt(v)}" for k, v in self.items())
+        extra = "".join(f", {k}={_fmt(v)}" for k, v in self.metrics.items())
+        return (
+            f"Individual({params} | loss={_fmt(self.loss)}{extra}, island={self.island}, "
+            f"worker={self.rank}, generation={self.generation}, active={self.active})"
+        )
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return repr(value)

@@ -1,0 +1,136 @@
+"""The island model: a thin factory that lays out workers and islands and builds each worker's loop."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from mpi4py import MPI
+
+from .individual import Individual
+from .migration import check_topology
+from .mpi.layout import build_layout
+from .propagators.base import Propagator, SelectMax, SelectMin
+from .propulator import Propulator
+
+__all__ = ["Islands"]
+
+log = logging.getLogger("propulate")
+
+
+class Islands:
+    """Asynchronous island model over ``MPI.COMM_WORLD``.
+
+    ``COMM_WORLD`` is split into workers of ``ranks_per_worker`` consecutive ranks and the workers into
+    ``num_islands`` islands of contiguous workers. Each worker runs a :class:`Propulator`; islands exchange
+    individuals by migration or pollination over ``migration_topology``.
+
+    Parameters
+    ----------
+    loss_fn : callable
+        ``loss_fn(params)``; with ``ranks_per_worker > 1`` ``loss_fn(params, comm)``, called on every rank of
+        the worker with the same parameters and the worker's communicator (the value of its first rank
+        counts).
+    propagator : Propagator
+        The evolutionary operator.
+    rng : random.Random
+        This rank's generator (seed it differently on every rank).
+    generations : int >= -1
+        Evaluations per worker; ``-1`` runs until stopped.
+    num_islands : int >= 1
+        Number of islands (ignored when ``island_sizes`` is given).
+    island_sizes : array_like of int, optional
+        Workers per island, summing to the number of workers. Default: as equal as possible.
+    migration_topology : array_like of int, optional
+        Shape ``(num_islands, num_islands)``: how many individuals island ``i`` sends to island ``j`` per
+        migration event. Default: one to every other island.
+    migration_probability : float in [0, 1]
+        Probability of a migration event per island per round of its workers' generations (each worker
+        starts one with probability ``migration_probability / island size`` after each generation).
+    emigration_propagator, immigration_propagator : Propagator class
+        Select emigrants (default the best) and, for pollination, the individuals immigrants replace
+        (default the worst).
+    pollination : bool
+        Send copies that replace individuals on arrival, instead of moving individuals.
+    checkpoint_path : str or pathlib.Path
+        Directory for checkpoints; created if missing.
+    ranks_per_worker : int >= 1
+        Ranks per worker; must divide the number of ranks.
+    surrogate_factory : callable, optional
+        Reserved for early stopping with surrogates.
+
+    Raises
+    ------
+    ValueError
+        On every rank, for inconsistent sizes, a topology of the wrong shape or with negative entries, or
+        out-of-range probabilities.
+    """
+
+    def __init__(
+        self,
+        loss_fn: Callable[..., Any],
+        propagator: Propagator,
+        rng: random.Random | None = None,
+        generations: int = -1,
+        num_islands: int = 1,
+        island_sizes: Sequence[int] | None = None,
+        migration_topology: Any = None,
+        migration_probability: float = 0.9,
+        emigration_propagator: type[Propagator] = SelectMin,
+        immigration_propagator: type[Propagator] = SelectMax,
+        pollination: bool = True,
+        checkpoint_path: str | Path = "./",
+        ranks_per_worker: int = 1,
+        surrogate_factory: Callable[[], Any] | None = None,
+    ) -> None:
+        if isinstance(migration_probability, bool) or not isinstance(migration_probability, (int, float)) or not (
+            0 <= migration_probability <= 1
+        ):
+            raise ValueError(f"migration_probability: expected a number in [0, 1], got {migration_probability!r}")
+        world = MPI.COMM_WORLD
+        layout = build_layout(world, ranks_per_worker, num_islands, island_sizes)
+        num_islands = len(layout.island_counts)
+        topology = check_topology(migration_topology, num_islands)
+        island_size = int(layout.island_counts[layout.island_index])
+        if world.rank == 0:
+            log.info(
+                f"Islands: {world.size} ranks, {world.size // ranks_per_worker} worker(s) of {ranks_per_worker} "
+                f"rank(s), {num_islands} island(s) of sizes {layout.island_counts.tolist()}, "
+                f"{'pollination' if pollination else 'migration'} with probability {migration_probability}."
+            )
+        self.layout = layout
+        self.propulator = Propulator(
+            loss_fn,
+            propagator,
+            rng,
+            island_idx=layout.island_index,
+            island_comm=layout.island_comm,
+            propulate_comm=layout.propulate_comm,
+            worker_sub_comm=layout.worker_comm,
+            generations=generations,
+            checkpoint_path=checkpoint_path,
+            migration_topology=topology,
+            migration_prob=float(migration_probability) / island_size,
+            emigration_propagator=emigration_propagator,
+            island_displs=layout.island_displs,
+            island_counts=layout.island_counts,
+            surrogate_factory=surrogate_factory,
+            immigration_propagator=immigration_propagator,
+            pollination=pollination,
+        )
+
+    def propulate(self, logging_interval: int = 10, debug: int = 1) -> None:
+        """Run the optimization on every rank (see :meth:`Propulator.propulate`)."""
+        self.propulator.propulate(logging_interval, debug)
+
+    def summarize(self, top_n: int = 3, debug: int = 1) -> list[list[Individual]]:
+        """Log and return the best ``top_n`` individuals of each worker (see :meth:`Propulator.summarize`)."""
+        return self.propulator.summarize(top_n, debug)
+
+    def evolve(self, top_n: int = 3, logging_interval: int = 10, debug: int = 1) -> list[list[Individual]]:
+        """Run :meth:`propulate` then :meth:`summarize`; return the summary."""
+        self.propulate(logging_interval, debug)
+        return self.summarize(top_n, debug)

@@ -1,0 +1,322 @@
+"""Base propagators: the operator interface, composition, conditions, selection and random initialization.
+
+A propagator (evolutionary operator) maps a list of parent individuals to a list of offspring. The loop
+calls it once per breeding with the island's active individuals (or only the best few, see
+:attr:`Propagator.breeding_pool`) and evaluates the first individual it returns.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..individual import Individual
+from ..space import SearchSpace
+
+__all__ = [
+    "Compose",
+    "Conditional",
+    "InitUniform",
+    "Propagator",
+    "SelectMax",
+    "SelectMin",
+    "SelectUniform",
+    "Stochastic",
+]
+
+
+def _check_count(name: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        allowed = "-1 (all) or a positive int" if minimum == -1 else f"an int >= {minimum}"
+        raise ValueError(f"{name}: expected {allowed}, got {value!r}")
+    return value
+
+
+def _check_probability(probability: object) -> float:
+    if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 <= probability <= 1:
+        raise ValueError(f"probability: expected a number in [0, 1], got {probability!r}")
+    return float(probability)
+
+
+def as_list(result: Individual | Sequence[Individual]) -> list[Individual]:
+    """Normalize a propagator's result (a list, or one individual from user code) to a list."""
+    if isinstance(result, Individual):
+        return [result]
+    return list(result)
+
+
+class Propagator:
+    """Base class of every propagator (evolutionary operator).
+
+    Subclasses implement :meth:`__call__`. Optional hooks: :attr:`breeding_pool` (defaults to all active
+    individuals) and :meth:`state_dict` / :meth:`load_state_dict` for propagators with state worth
+    checkpointing (default: none).
+
+    Parameters
+    ----------
+    parents : int
+        Number of input individuals used; ``-1`` for any number (all given).
+    offspring : int
+        Number of individuals returned; ``-1`` for as many as given.
+    rng : random.Random, optional
+        The random number generator owned by this propagator. A fresh, OS-seeded one if not given; the
+        global ``random`` state is never used.
+
+    Raises
+    ------
+    ValueError
+        If ``parents`` or ``offspring`` is not ``-1`` or a non-negative int, or ``offspring`` is 0.
+    """
+
+    def __init__(self, parents: int = 0, offspring: int = 0, rng: random.Random | None = None) -> None:
+        self.parents = _check_count("parents", parents, -1)
+        self.offspring = _check_count("offspring", offspring, -1)
+        if offspring == 0:
+            raise ValueError("offspring: a propagator has to return at least one individual, got 0")
+        self.rng = rng if rng is not None else random.Random()
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:
+        """Breed offspring from ``inds``.
+
+        Parameters
+        ----------
+        inds : list of Individual
+            The parents, best first when the loop passes a breeding pool.
+
+        Returns
+        -------
+        list of Individual
+            The offspring: new objects, never members of the input list.
+        """
+        raise NotImplementedError
+
+    @property
+    def breeding_pool(self) -> int | None:
+        """How many of the best active individuals the loop must pass; ``None`` means all of them.
+
+        Bounding it keeps the cost of one breeding independent of how many individuals were evaluated.
+        """
+        return None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the state to checkpoint (none by default)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (nothing by default)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(parents={self.parents}, offspring={self.offspring})"
+
+
+class Stochastic(Propagator):
+    """A propagator applied with a probability; otherwise it passes copies of its parents through.
+
+    Parameters
+    ----------
+    parents, offspring, rng
+        As for :class:`Propagator`.
+    probability : float in [0, 1]
+        Probability of applying the operator.
+
+    Raises
+    ------
+    ValueError
+        If ``probability`` is outside [0, 1].
+    """
+
+    def __init__(
+        self, parents: int = 0, offspring: int = 0, probability: float = 1.0, rng: random.Random | None = None
+    ) -> None:
+        super().__init__(parents, offspring, rng)
+        self.probability = _check_probability(probability)
+
+
+class Conditional(Propagator):
+    """Apply ``true_prop`` once at least ``pop_size`` individuals are given, else ``false_prop``.
+
+    Parameters
+    ----------
+    pop_size : int >= 1
+        The breeding population size.
+    true_prop, false_prop : Propagator
+        The propagators for a full and a not yet full population.
+    parents, offspring : int
+        As for :class:`Propagator`.
+    """
+
+    def __init__(
+        self,
+        pop_size: int,
+        true_prop: Propagator,
+        false_prop: Propagator,
+        parents: int = -1,
+        offspring: int = -1,
+    ) -> None:
+        super().__init__(parents, offspring)
+        self.pop_size = _check_count("pop_size", pop_size, 1)
+        self.true_prop = true_prop
+        self.false_prop = false_prop
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
+        chosen = self.true_prop if len(inds) >= self.pop_size else self.false_prop
+        return as_list(chosen(inds))
+
+    @property
+    def breeding_pool(self) -> int | None:  # noqa: D102
+        pools = [self.true_prop.breeding_pool, self.false_prop.breeding_pool]
+        if None in pools:
+            return None
+        return max(self.pop_size, *pools)  # type: ignore[type-var]
+
+    def state_dict(self) -> dict[str, Any]:  # noqa: D102
+        return {"true_prop": self.true_prop.state_dict(), "false_prop": self.false_prop.state_dict()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # noqa: D102
+        self.true_prop.load_state_dict(state.get("true_prop", {}))
+        self.false_prop.load_state_dict(state.get("false_prop", {}))
+
+
+class Compose(Propagator):
+    """Apply propagators one after the other, each to the offspring of the previous one.
+
+    Parameters
+    ----------
+    propagators : list of Propagator
+        The operators in order of application.
+
+    Raises
+    ------
+    ValueError
+        If the list is empty or one operator's offspring count does not match the next one's parents.
+    """
+
+    def __init__(self, propagators: Sequence[Propagator]) -> None:
+        if len(propagators) == 0:
+            raise ValueError("propagators: expected at least one propagator")
+        for before, after in zip(propagators[:-1], propagators[1:]):
+            if before.offspring != -1 and after.parents not in (-1, before.offspring):
+                raise ValueError(
+                    f"propagators: {before!r} returns {before.offspring} individual(s) but {after!r} "
+                    f"takes {after.parents}"
+                )
+        super().__init__(propagators[0].parents, propagators[-1].offspring)
+        self.propagators = list(propagators)
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
+        for propagator in self.propagators:
+            inds = as_list(propagator(inds))
+        return inds
+
+    @property
+    def breeding_pool(self) -> int | None:  # noqa: D102
+        return self.propagators[0].breeding_pool
+
+    def state_dict(self) -> dict[str, Any]:  # noqa: D102
+        return {str(i): p.state_dict() for i, p in enumerate(self.propagators)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:  # noqa: D102
+        for i, p in enumerate(self.propagators):
+            p.load_state_dict(state.get(str(i), {}))
+
+
+def _loss_key(ind: Individual) -> float:
+    return float("inf") if ind.loss != ind.loss else ind.loss
+
+
+class _Select(Propagator):
+    def __init__(self, offspring: int, rng: random.Random | None = None) -> None:
+        super().__init__(-1, _check_count("offspring", offspring, 1), rng)
+
+    def _check_enough(self, inds: list[Individual]) -> None:
+        if len(inds) < self.offspring:
+            raise ValueError(
+                f"{type(self).__name__}: asked to select {self.offspring} of only {len(inds)} individuals"
+            )
+
+
+class SelectMin(_Select):
+    """Select the ``offspring`` individuals of lowest loss, best first.
+
+    Raises
+    ------
+    ValueError
+        When called with fewer than ``offspring`` individuals.
+    """
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
+        self._check_enough(inds)
+        return sorted(inds, key=_loss_key)[: self.offspring]
+
+    @property
+    def breeding_pool(self) -> int | None:  # noqa: D102
+        return self.offspring
+
+
+class SelectMax(_Select):
+    """Select the ``offspring`` individuals of highest loss, worst first.
+
+    Raises
+    ------
+    ValueError
+        When called with fewer than ``offspring`` individuals.
+    """
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
+        self._check_enough(inds)
+        return sorted(inds, key=_loss_key, reverse=True)[: self.offspring]
+
+
+class SelectUniform(_Select):
+    """Select ``offspring`` distinct individuals uniformly at random.
+
+    Raises
+    ------
+    ValueError
+        When called with fewer than ``offspring`` individuals.
+    """
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
+        self._check_enough(inds)
+        return self.rng.sample(inds, self.offspring)
+
+
+class InitUniform(Stochastic):
+    """Sample a fresh individual uniformly from the search space.
+
+    With ``parents=0`` it always samples. With ``parents=1`` it samples with ``probability`` and otherwise
+    passes a copy of its parent through (used as the "random immigrant" step of the default propagator).
+
+    Parameters
+    ----------
+    limits : dict or SearchSpace
+        The search space.
+    parents : int in {0, 1}
+        Number of parents.
+    probability : float in [0, 1]
+        Probability of sampling instead of passing the parent through.
+    rng : random.Random, optional
+        The generator owned by this propagator.
+    """
+
+    def __init__(
+        self,
+        limits: Mapping[str, Any] | SearchSpace,
+        parents: int = 0,
+        probability: float = 1.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        if parents not in (0, 1):
+            raise ValueError(f"parents: InitUniform takes 0 or 1 parent, got {parents!r}")
+        super().__init__(parents, 1, probability, rng)
+        self.space = SearchSpace.of(limits)
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
+        if self.parents == 0 or len(inds) == 0 or self.rng.random() < self.probability:
+            return [Individual(self.space.sample(self.rng), self.space)]
+        return [inds[0].child()]
+
+    @property
+    def breeding_pool(self) -> int | None:  # noqa: D102
+        return 0 if self.parents == 0 else None

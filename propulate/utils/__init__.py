@@ -1,0 +1,158 @@
+"""Compatibility surface of Propulate 1.2: the default propagator and the logger set-up."""
+
+from __future__ import annotations
+
+import logging
+import random
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mpi4py import MPI
+
+from ..propagators import (
+    Compose,
+    Conditional,
+    CrossoverUniform,
+    InitUniform,
+    IntervalMutationNormal,
+    PointMutation,
+    Propagator,
+    SelectMin,
+    SelectUniform,
+)
+from ..space import SearchSpace
+
+__all__ = ["get_default_propagator", "set_logger_config"]
+
+
+def get_default_propagator(
+    pop_size: int,
+    limits: Mapping[str, Any],
+    crossover_prob: float = 0.7,
+    mutation_prob: float = 0.4,
+    random_init_prob: float = 0.1,
+    sigma_factor: float = 0.05,
+    rng: random.Random | None = None,
+) -> Propagator:
+    """Return the default genetic propagator.
+
+    Until ``pop_size`` individuals are active it samples uniformly. Then: take the best ``pop_size``
+    active individuals, pick two uniformly, cross them over uniformly (probability ``crossover_prob``),
+    redraw one parameter (``mutation_prob``), add Gaussian noise to one float parameter if the space has one
+    (``mutation_prob``), and replace the result by a fresh random individual with ``random_init_prob``.
+
+    Parameters
+    ----------
+    pop_size : int >= 2
+        Size of the breeding pool (two parents are drawn from it).
+    limits : dict
+        The search space.
+    crossover_prob, mutation_prob, random_init_prob : float in [0, 1]
+        Probabilities of the steps above.
+    sigma_factor : float > 0
+        Standard deviation of the Gaussian mutation as a fraction of a parameter's range.
+    rng : random.Random, optional
+        The generator shared by the operators.
+
+    Returns
+    -------
+    Propagator
+        ``Conditional(pop_size, Compose([...]), InitUniform(limits))``.
+
+    Raises
+    ------
+    ValueError
+        If ``pop_size`` < 2, a probability is outside [0, 1], or ``limits`` is invalid.
+    """
+    if isinstance(pop_size, bool) or not isinstance(pop_size, int) or pop_size < 2:
+        raise ValueError(f"pop_size: expected an int >= 2 (the crossover needs two parents), got {pop_size!r}")
+    space = SearchSpace.of(limits)
+    rng = rng if rng is not None else random.Random()
+    steps: list[Propagator] = [
+        SelectMin(pop_size),
+        SelectUniform(2, rng=rng),
+        CrossoverUniform(probability=crossover_prob, rng=rng),
+        PointMutation(space, probability=mutation_prob, rng=rng),
+    ]
+    if space.has_float:
+        steps.append(IntervalMutationNormal(space, sigma_factor=sigma_factor, probability=mutation_prob, rng=rng))
+    steps.append(InitUniform(space, parents=1, probability=random_init_prob, rng=rng))
+    return Conditional(pop_size, Compose(steps), InitUniform(space, rng=rng))
+
+
+class _RankFilter(logging.Filter):
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.rank_prefix = self.prefix
+        return True
+
+
+class _ColorFormatter(logging.Formatter):
+    _COLORS = {
+        logging.DEBUG: "\033[36m",
+        logging.INFO: "",
+        logging.WARNING: "\033[33m",
+        logging.ERROR: "\033[31m",
+        logging.CRITICAL: "\033[1;31m",
+    }
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        color = self._COLORS.get(record.levelno, "")
+        return f"{color}{text}\033[0m" if color else text
+
+
+_HANDLER_MARK = "_propulate_handler"
+
+
+def set_logger_config(
+    level: int = logging.INFO,
+    log_file: str | Path | None = None,
+    log_to_stdout: bool = True,
+    log_rank: bool = False,
+    colors: bool = True,
+) -> None:
+    """Configure the ``"propulate"`` logger; calling it again replaces the previous configuration.
+
+    Parameters
+    ----------
+    level : int
+        Logging level, e.g. ``logging.INFO``.
+    log_file : str or pathlib.Path, optional
+        File that every rank appends to; its directory is created.
+    log_to_stdout : bool
+        Also log to standard output.
+    log_rank : bool
+        Prefix every message with the ``COMM_WORLD`` rank.
+    colors : bool
+        Color warnings and errors on standard output when it is a terminal.
+    """
+    logger = logging.getLogger("propulate")
+    for handler in [h for h in logger.handlers if getattr(h, _HANDLER_MARK, False)]:
+        logger.removeHandler(handler)
+        handler.close()
+    logger.setLevel(level)
+    logger.propagate = False
+    prefix = f"[rank {MPI.COMM_WORLD.rank}] " if log_rank else ""
+    pattern = "%(rank_prefix)s%(asctime)s %(levelname)s: %(message)s"
+    handlers: list[logging.Handler] = []
+    if log_to_stdout:
+        stream = logging.StreamHandler(sys.stdout)
+        use_colors = colors and sys.stdout.isatty()
+        stream.setFormatter((_ColorFormatter if use_colors else logging.Formatter)(pattern))
+        handlers.append(stream)
+    if log_file is not None:
+        path = Path(log_file)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(path)
+        file_handler.setFormatter(logging.Formatter(pattern))
+        handlers.append(file_handler)
+    for handler in handlers:
+        setattr(handler, _HANDLER_MARK, True)
+        handler.addFilter(_RankFilter(prefix))
+        logger.addHandler(handler)

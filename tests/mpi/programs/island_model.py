@@ -1,0 +1,126 @@
+"""Run an island model on a benchmark function and check its invariants collectively.
+
+Checks, on every rank: exact evaluation counts per worker and in total, identical populations (uids,
+activity, losses) across the workers of each island, migration conserving the number of active individuals,
+pollination replacing one individual per immigrant, and a summary that is the same everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+from propulate import Islands
+from propulate.utils import get_default_propagator
+from propulate.utils.benchmark_functions import get_function_search_space
+
+world = MPI.COMM_WORLD
+parser = argparse.ArgumentParser()
+parser.add_argument("--generations", type=int, default=20)
+parser.add_argument("--num-islands", type=int, default=1)
+parser.add_argument("--island-sizes", type=str, default="")
+parser.add_argument("--ranks-per-worker", type=int, default=1)
+parser.add_argument("--migration-probability", type=float, default=0.9)
+parser.add_argument("--pollination", action="store_true")
+parser.add_argument("--function", default="sphere")
+parser.add_argument("--pop-size", type=int, default=4)
+parser.add_argument("--top-n", type=int, default=3)
+parser.add_argument("--checkpoint", default="")
+parser.add_argument("--topology", default="", help="JSON list of lists")
+args = parser.parse_args()
+
+function, limits = get_function_search_space(args.function)
+calls = 0
+
+
+def loss(params, comm=MPI.COMM_SELF):
+    global calls
+    calls += 1
+    if comm.size > 1:
+        # Every rank of the worker sees the same parameters.
+        values = comm.allgather(tuple(params.values()))
+        assert all(v == values[0] for v in values), values
+    return function(params)
+
+
+rng = random.Random(1000 + world.rank)
+propagator = get_default_propagator(args.pop_size, limits, rng=rng)
+sizes = [int(s) for s in args.island_sizes.split(",")] if args.island_sizes else None
+topology = np.array(json.loads(args.topology)) if args.topology else None
+islands = Islands(
+    loss,
+    propagator,
+    rng,
+    generations=args.generations,
+    num_islands=args.num_islands,
+    island_sizes=sizes,
+    migration_topology=topology,
+    migration_probability=args.migration_probability,
+    pollination=args.pollination,
+    checkpoint_path=args.checkpoint or f"/tmp/propulate-test-{world.size}",
+    ranks_per_worker=args.ranks_per_worker,
+)
+islands.propulate(debug=0)
+summary = islands.summarize(top_n=args.top_n, debug=0)
+
+layout = islands.layout
+propulator = islands.propulator
+num_workers = world.size // args.ranks_per_worker
+
+# Every rank of a worker evaluated exactly `generations` individuals.
+assert calls == args.generations, (world.rank, calls)
+
+# The summary is identical on every rank, one list per worker, best first, distinct.
+summaries = world.allgather([[(ind.loss, tuple(ind.values())) for ind in best] for best in summary])
+assert all(s == summaries[0] for s in summaries)
+assert len(summary) == num_workers
+for best in summary:
+    losses = [ind.loss for ind in best]
+    assert losses == sorted(losses)
+    assert len({(ind.loss, tuple(ind.values())) for ind in best}) == len(best)
+
+result = {}
+if propulator.is_worker_root:
+    island_comm = layout.island_comm
+    population = propulator.population
+    signature = sorted((ind.uid, ind.active, ind.loss, ind.migration_steps) for ind in population)
+    signatures = island_comm.allgather(signature)
+    assert all(s == signatures[0] for s in signatures), "populations differ within an island"
+    mine = [ind for ind in population if ind.migration_steps == 0 and ind.island == layout.island_index]
+    bred_here = [ind for ind in mine if ind.rank == island_comm.rank]
+    assert len(bred_here) == args.generations, (len(bred_here), args.generations)
+    assert sorted(ind.generation for ind in bred_here) == list(range(args.generations))
+    born = layout.propulate_comm.allreduce(len(mine) if island_comm.rank == 0 else 0)
+    assert born == args.generations * num_workers, (born, args.generations * num_workers)
+    for ind in population:
+        for name, (low, *rest) in limits.items():
+            high = rest[-1]
+            assert low <= ind[name] <= high, (name, ind[name])
+    immigrants = sum(1 for ind in population if ind.migration_steps > 0)
+    inactive = sum(1 for ind in population if not ind.active)
+    active = len(population) - inactive
+    stats = layout.propulate_comm.gather(
+        (layout.island_index, immigrants, inactive, active) if island_comm.rank == 0 else None
+    )
+    if layout.propulate_comm.rank == 0:
+        stats = [s for s in stats if s is not None]
+        total_active = sum(s[3] for s in stats)
+        total_immigrants = sum(s[1] for s in stats)
+        if args.num_islands > 1 and args.migration_probability > 0 and not args.pollination:
+            # Migration moves individuals: each evaluated individual is active on exactly one island.
+            assert total_active == args.generations * num_workers, (total_active, stats)
+        if args.pollination:
+            for island, n_immigrants, n_inactive, _ in stats:
+                assert n_immigrants == n_inactive, (island, n_immigrants, n_inactive)
+        if args.num_islands == 1 or args.migration_probability == 0:
+            assert total_immigrants == 0
+        result = {"islands": stats, "immigrants": total_immigrants, "best": summary[0][0].loss if summary[0] else None}
+
+if world.rank == 0:
+    print("RESULT " + json.dumps(result), flush=True)
+sys.stdout.flush()
