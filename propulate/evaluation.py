@@ -9,7 +9,6 @@ the same individual and the worker's communicator, and the value returned on the
 from __future__ import annotations
 
 import inspect
-import math
 import numbers
 import pickle
 import time
@@ -59,8 +58,8 @@ def interpret(result: Any) -> tuple[float, dict[str, float]]:
     """
     if isinstance(result, Iterator) and not isinstance(result, np.ndarray):
         last = None
-        for last in result:
-            pass
+        for interim in result:
+            last = interim
         if last is None:
             raise TypeError("loss_fn is a generator that yielded nothing; expected interim losses")
         result = last

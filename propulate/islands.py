@@ -86,10 +86,14 @@ class Islands:
         ranks_per_worker: int = 1,
         surrogate_factory: Callable[[], Any] | None = None,
     ) -> None:
-        if isinstance(migration_probability, bool) or not isinstance(migration_probability, (int, float)) or not (
-            0 <= migration_probability <= 1
+        if (
+            isinstance(migration_probability, bool)
+            or not isinstance(migration_probability, (int, float))
+            or not (0 <= migration_probability <= 1)
         ):
-            raise ValueError(f"migration_probability: expected a number in [0, 1], got {migration_probability!r}")
+            raise ValueError(
+                f"migration_probability: expected a number in [0, 1], got {migration_probability!r}"
+            )
         world = MPI.COMM_WORLD
         layout = build_layout(world, ranks_per_worker, num_islands, island_sizes)
         num_islands = len(layout.island_counts)
@@ -97,7 +101,8 @@ class Islands:
         island_size = int(layout.island_counts[layout.island_index])
         if world.rank == 0:
             log.info(
-                f"Islands: {world.size} ranks, {world.size // ranks_per_worker} worker(s) of {ranks_per_worker} "
+                f"Islands: {world.size} ranks, {world.size // ranks_per_worker} worker(s) of "
+                f"{ranks_per_worker} "
                 f"rank(s), {num_islands} island(s) of sizes {layout.island_counts.tolist()}, "
                 f"{'pollination' if pollination else 'migration'} with probability {migration_probability}."
             )

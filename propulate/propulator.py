@@ -119,8 +119,10 @@ class Propulator:
         self.generations = _check_int("generations", generations, -1)
         if not callable(propagator):
             raise TypeError(f"propagator: expected a Propagator, got {type(propagator).__name__}")
-        if isinstance(migration_prob, bool) or not isinstance(migration_prob, (int, float)) or not (
-            0 <= migration_prob <= 1
+        if (
+            isinstance(migration_prob, bool)
+            or not isinstance(migration_prob, (int, float))
+            or not (0 <= migration_prob <= 1)
         ):
             raise ValueError(f"migration_prob: expected a number in [0, 1], got {migration_prob!r}")
         self.loss_fn = loss_fn
@@ -232,7 +234,8 @@ class Propulator:
             best = self._population.best(1)
             best_loss = f"{best[0].loss:.6g}" if best else "n/a"
             log.info(
-                f"Island {self.island_idx}: done; {len(self._population)} individuals, best loss {best_loss}, "
+                f"Island {self.island_idx}: done; {len(self._population)} individuals, "
+                f"best loss {best_loss}, "
                 f"{time.time() - self.start_time:.1f} s."
             )
 
@@ -274,7 +277,9 @@ class Propulator:
         ind.evalperiod = outcome.period
         ind.evaltime = time.time()
         if debug >= 2:
-            log.info(f"Island {self.island_idx}, worker {self.island_rank}, generation {self.generation}: {ind}")
+            log.info(
+                f"Island {self.island_idx}, worker {self.island_rank}, generation {self.generation}: {ind}"
+            )
 
     def _introduce(self, added: list[Individual], deactivated: list[int]) -> None:
         """Store new individuals and deactivations here and tell the island's other workers."""
@@ -319,7 +324,9 @@ class Propulator:
                 if not policy.pollination:
                     self._population.deactivate(emigrant.uid)
                     departed.append(emigrant.uid)
-            self._world_mail.send((self.island_idx, travellers), [int(self.island_displs[target])], Tag.EMIGRANTS)
+            self._world_mail.send(
+                (self.island_idx, travellers), [int(self.island_displs[target])], Tag.EMIGRANTS
+            )
             if debug >= 3:
                 kind = "pollinators" if policy.pollination else "emigrants"
                 log.info(
@@ -348,8 +355,10 @@ class Propulator:
         return bool(messages)
 
     def _select_replaced(self) -> list[int]:
-        """Pollination: choose whom owed immigrants replace; an island with too few active individuals
-        pays the rest of its debt as soon as it has them."""
+        """Pollination: choose whom owed immigrants replace.
+
+        An island with too few active individuals pays the rest of its debt as soon as it has them.
+        """
         assert isinstance(self.migration, MigrationPolicy)
         victims = self.migration.select_replaced(self._population.active(), self._owed_replacements)
         self._owed_replacements -= len(victims)
@@ -363,7 +372,8 @@ class Propulator:
         drain(self._island_mail, self._receive_updates)
         if self._owed_replacements:
             log.warning(
-                f"Island {self.island_idx}: {self._owed_replacements} pollinator(s) found no active individual "
+                f"Island {self.island_idx}: {self._owed_replacements} pollinator(s) found no active "
+                "individual "
                 "to replace and were added without replacement."
             )
 

@@ -70,7 +70,8 @@ def island_sizes_for(num_workers: int, num_islands: int, island_sizes: Sequence[
             raise LayoutError(f"num_islands: expected an int >= 1, got {num_islands!r}")
         if num_islands > num_workers:
             raise LayoutError(
-                f"num_islands: {num_islands} islands need at least as many workers, but there are {num_workers}"
+                f"num_islands: {num_islands} islands need at least as many workers, "
+                f"but there are {num_workers}"
             )
         return np.array([len(part) for part in np.array_split(np.arange(num_workers), num_islands)])
     sizes = np.asarray(island_sizes)
@@ -95,11 +96,16 @@ def build_layout(
         On every rank alike, if ``world.size`` is not divisible by ``ranks_per_worker`` or the island sizes
         are invalid (see :func:`island_sizes_for`).
     """
-    if isinstance(ranks_per_worker, bool) or not isinstance(ranks_per_worker, (int, np.integer)) or ranks_per_worker < 1:
+    if (
+        isinstance(ranks_per_worker, bool)
+        or not isinstance(ranks_per_worker, (int, np.integer))
+        or ranks_per_worker < 1
+    ):
         raise LayoutError(f"ranks_per_worker: expected an int >= 1, got {ranks_per_worker!r}")
     if world.size % ranks_per_worker != 0:
         raise LayoutError(
-            f"ranks_per_worker: the {world.size} ranks cannot be split into workers of {ranks_per_worker} ranks"
+            f"ranks_per_worker: the {world.size} ranks cannot be split into workers of "
+            f"{ranks_per_worker} ranks"
         )
     num_workers = world.size // ranks_per_worker
     counts = island_sizes_for(num_workers, num_islands, island_sizes)

@@ -7,6 +7,7 @@ calls it once per breeding with the island's active individuals (or only the bes
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -34,7 +35,11 @@ def _check_count(name: str, value: object, minimum: int) -> int:
 
 
 def _check_probability(probability: object) -> float:
-    if isinstance(probability, bool) or not isinstance(probability, (int, float)) or not 0 <= probability <= 1:
+    if (
+        isinstance(probability, bool)
+        or not isinstance(probability, (int, float))
+        or not 0 <= probability <= 1
+    ):
         raise ValueError(f"probability: expected a number in [0, 1], got {probability!r}")
     return float(probability)
 
@@ -195,7 +200,7 @@ class Compose(Propagator):
     def __init__(self, propagators: Sequence[Propagator]) -> None:
         if len(propagators) == 0:
             raise ValueError("propagators: expected at least one propagator")
-        for before, after in zip(propagators[:-1], propagators[1:]):
+        for before, after in itertools.pairwise(propagators):
             if before.offspring != -1 and after.parents not in (-1, before.offspring):
                 raise ValueError(
                     f"propagators: {before!r} returns {before.offspring} individual(s) but {after!r} "

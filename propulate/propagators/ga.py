@@ -56,9 +56,7 @@ class PointMutation(Stochastic):
         self.space = SearchSpace.of(limits)
         self.points = _check_count("points", points, 1)
         if points > len(self.space.parameters):
-            raise ValueError(
-                f"points: cannot mutate {points} of {len(self.space.parameters)} parameters"
-            )
+            raise ValueError(f"points: cannot mutate {points} of {len(self.space.parameters)} parameters")
 
     def _n_points(self) -> int:
         return self.points
@@ -189,9 +187,12 @@ class CrossoverUniform(Stochastic):
         rng: random.Random | None = None,
     ) -> None:
         super().__init__(2, 1, probability, rng)
-        if not (isinstance(relative_parent_contribution, (int, float)) and 0 <= relative_parent_contribution <= 1):
+        if not (
+            isinstance(relative_parent_contribution, (int, float)) and 0 <= relative_parent_contribution <= 1
+        ):
             raise ValueError(
-                f"relative_parent_contribution: expected a number in [0, 1], got {relative_parent_contribution!r}"
+                "relative_parent_contribution: expected a number in [0, 1], "
+                f"got {relative_parent_contribution!r}"
             )
         self.relative_parent_contribution = float(relative_parent_contribution)
 
@@ -252,7 +253,9 @@ class CrossoverSigmoid(Stochastic):
         If ``temperature`` is not positive.
     """
 
-    def __init__(self, temperature: float = 1.0, probability: float = 1.0, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, temperature: float = 1.0, probability: float = 1.0, rng: random.Random | None = None
+    ) -> None:
         super().__init__(2, 1, probability, rng)
         if not (isinstance(temperature, (int, float)) and temperature > 0):
             raise ValueError(f"temperature: expected a positive number, got {temperature!r}")

@@ -7,7 +7,7 @@ import random
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from mpi4py import MPI
 
@@ -67,7 +67,9 @@ def get_default_propagator(
         If ``pop_size`` < 2, a probability is outside [0, 1], or ``limits`` is invalid.
     """
     if isinstance(pop_size, bool) or not isinstance(pop_size, int) or pop_size < 2:
-        raise ValueError(f"pop_size: expected an int >= 2 (the crossover needs two parents), got {pop_size!r}")
+        raise ValueError(
+            f"pop_size: expected an int >= 2 (the crossover needs two parents), got {pop_size!r}"
+        )
     space = SearchSpace.of(limits)
     rng = rng if rng is not None else random.Random()
     steps: list[Propagator] = [
@@ -77,7 +79,9 @@ def get_default_propagator(
         PointMutation(space, probability=mutation_prob, rng=rng),
     ]
     if space.has_float:
-        steps.append(IntervalMutationNormal(space, sigma_factor=sigma_factor, probability=mutation_prob, rng=rng))
+        steps.append(
+            IntervalMutationNormal(space, sigma_factor=sigma_factor, probability=mutation_prob, rng=rng)
+        )
     steps.append(InitUniform(space, parents=1, probability=random_init_prob, rng=rng))
     return Conditional(pop_size, Compose(steps), InitUniform(space, rng=rng))
 
@@ -93,7 +97,7 @@ class _RankFilter(logging.Filter):
 
 
 class _ColorFormatter(logging.Formatter):
-    _COLORS = {
+    _COLORS: ClassVar[dict[int, str]] = {
         logging.DEBUG: "\033[36m",
         logging.INFO: "",
         logging.WARNING: "\033[33m",

@@ -34,7 +34,22 @@ parser.add_argument("--checkpoint", default="")
 parser.add_argument("--topology", default="", help="JSON list of lists")
 args = parser.parse_args()
 
-function, limits = get_function_search_space(args.function)
+if args.function == "categorical":
+    # No float parameter at all (Propulate 1.2.2's default propagator crashed on this).
+    limits = {"n": (0, 10), "colour": ("red", "green", "blue"), "m": (-5, 5)}
+
+    def function(params):
+        return (params["n"] - 3) ** 2 + abs(params["m"]) + {"red": 1, "green": 0, "blue": 2}[params["colour"]]
+
+elif args.function == "reversed":
+    # High-to-low ranges as in published tutorials.
+    limits = {"lr": (0.01, 0.0001), "x": (5.0, -5.0), "k": (9, 2)}
+
+    def function(params):
+        return (params["lr"] - 0.001) ** 2 + params["x"] ** 2 + params["k"]
+
+else:
+    function, limits = get_function_search_space(args.function)
 calls = 0
 
 
@@ -98,9 +113,12 @@ if propulator.is_worker_root:
     born = layout.propulate_comm.allreduce(len(mine) if island_comm.rank == 0 else 0)
     assert born == args.generations * num_workers, (born, args.generations * num_workers)
     for ind in population:
-        for name, (low, *rest) in limits.items():
-            high = rest[-1]
-            assert low <= ind[name] <= high, (name, ind[name])
+        for name, bounds in limits.items():
+            if isinstance(bounds[0], str):
+                assert ind[name] in bounds, (name, ind[name])
+            else:
+                assert type(ind[name]) is type(bounds[0]), (name, ind[name])
+                assert min(bounds) <= ind[name] <= max(bounds), (name, ind[name])
     immigrants = sum(1 for ind in population if ind.migration_steps > 0)
     inactive = sum(1 for ind in population if not ind.active)
     active = len(population) - inactive
@@ -119,7 +137,11 @@ if propulator.is_worker_root:
                 assert n_immigrants == n_inactive, (island, n_immigrants, n_inactive)
         if args.num_islands == 1 or args.migration_probability == 0:
             assert total_immigrants == 0
-        result = {"islands": stats, "immigrants": total_immigrants, "best": summary[0][0].loss if summary[0] else None}
+        result = {
+            "islands": stats,
+            "immigrants": total_immigrants,
+            "best": summary[0][0].loss if summary[0] else None,
+        }
 
 if world.rank == 0:
     print("RESULT " + json.dumps(result), flush=True)

@@ -1,0 +1,84 @@
+"""Build an optimizer from bad input; every rank must raise, report and exit non-zero without hanging."""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+from propulate import Islands, Propulator
+from propulate.utils import get_default_propagator
+from propulate.utils.benchmark_functions import sphere
+
+world = MPI.COMM_WORLD
+case = sys.argv[1]
+good_limits = {"a": (-1.0, 1.0), "b": (-1.0, 1.0)}
+rng = random.Random(world.rank)
+
+
+def build() -> None:
+    if case == "limits-nan":
+        get_default_propagator(4, {"a": (0.0, float("nan"))}, rng=rng)
+    elif case == "limits-one-tuple":
+        get_default_propagator(4, {"a": (0.0, 1.0), "b": (3.0,)}, rng=rng)
+    elif case == "limits-mixed":
+        get_default_propagator(4, {"a": (0.0, "x")}, rng=rng)
+    elif case == "limits-empty":
+        get_default_propagator(4, {}, rng=rng)
+    elif case == "pop-size":
+        get_default_propagator(1, good_limits, rng=rng)
+    elif case == "probability":
+        get_default_propagator(4, good_limits, crossover_prob=1.5, rng=rng)
+    elif case == "island-sizes":
+        Islands(
+            sphere,
+            get_default_propagator(4, good_limits, rng=rng),
+            rng,
+            generations=1,
+            island_sizes=[1, 1, 1, 5],
+        )
+    elif case == "ranks-per-worker":
+        Islands(
+            sphere, get_default_propagator(4, good_limits, rng=rng), rng, generations=1, ranks_per_worker=3
+        )
+    elif case == "topology":
+        Islands(
+            sphere,
+            get_default_propagator(4, good_limits, rng=rng),
+            rng,
+            generations=1,
+            num_islands=2,
+            migration_topology=np.ones((3, 3), dtype=int),
+        )
+    elif case == "topology-negative":
+        Islands(
+            sphere,
+            get_default_propagator(4, good_limits, rng=rng),
+            rng,
+            generations=1,
+            num_islands=2,
+            migration_topology=np.array([[0, -1], [1, 0]]),
+        )
+    elif case == "generations":
+        Propulator(sphere, get_default_propagator(4, good_limits, rng=rng), rng, generations=-2)
+    elif case == "migration-probability":
+        Islands(sphere, get_default_propagator(4, good_limits, rng=rng), rng, migration_probability=2.0)
+    elif case == "loss-signature":
+        Islands(lambda params: 0.0, get_default_propagator(4, good_limits, rng=rng), rng, ranks_per_worker=2)
+    else:
+        raise SystemExit(f"unknown case {case}")
+
+
+try:
+    build()
+except (ValueError, TypeError) as err:
+    print(f"rank {world.rank} raised {type(err).__name__}: {err}", flush=True)
+    code = 1
+else:
+    print(f"rank {world.rank} raised nothing", flush=True)
+    code = 0
+# Everyone reports before anyone exits, so the launcher sees every rank's message.
+world.Barrier()
+sys.exit(code)

@@ -1,0 +1,132 @@
+"""The asynchronous loop and the island model under mpiexec at 1, 2, 4 and 8 ranks.
+
+Each launch runs ``programs/island_model.py``, which asserts collectively: exact evaluation counts,
+identical populations within islands, migration conserving active individuals, pollination replacing one
+individual per immigrant, in-bounds individuals and a summary identical on every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+
+def result_of(output: str) -> dict:
+    line = next(line for line in output.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8])
+def test_one_island(mpirun, ranks, tmp_path):
+    out = mpirun("island_model.py", ranks, "--generations", "30", "--checkpoint", str(tmp_path), timeout=120)
+    result = result_of(out.stdout)
+    assert result["islands"][0][3] == 30 * ranks  # every evaluation is active on the only island
+    assert result["immigrants"] == 0
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+@pytest.mark.parametrize("pollination", [False, True], ids=["migration", "pollination"])
+def test_two_islands(mpirun, ranks, pollination, tmp_path):
+    args = ["--generations", "40", "--num-islands", "2", "--migration-probability", "0.9"]
+    args += ["--pollination"] if pollination else []
+    result = result_of(
+        mpirun("island_model.py", ranks, *args, "--checkpoint", str(tmp_path), timeout=120).stdout
+    )
+    assert result["immigrants"] > 0, "no migration happened at probability 0.9"
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 8])
+@pytest.mark.parametrize("islands", [1, 2])
+def test_two_ranks_per_worker(mpirun, ranks, islands, tmp_path):
+    if ranks // 2 < islands:
+        pytest.skip("fewer workers than islands")
+    args = ["--generations", "25", "--ranks-per-worker", "2", "--num-islands", str(islands)]
+    mpirun("island_model.py", ranks, *args, "--checkpoint", str(tmp_path), timeout=120)
+
+
+def test_four_ranks_per_worker_with_pollination(mpirun, tmp_path):
+    args = ["--generations", "25", "--ranks-per-worker", "4", "--num-islands", "2", "--pollination"]
+    mpirun("island_model.py", 8, *args, "--checkpoint", str(tmp_path), timeout=120)
+
+
+def test_uneven_island_sizes(mpirun, tmp_path):
+    args = ["--generations", "30", "--num-islands", "3", "--island-sizes", "1,2,5"]
+    result = result_of(mpirun("island_model.py", 8, *args, "--checkpoint", str(tmp_path), timeout=120).stdout)
+    assert [island[0] for island in result["islands"]] == [0, 1, 2]
+
+
+def test_one_way_topology_pollination(mpirun, tmp_path):
+    # Island 1 sends nothing but still has to replace on arrival.
+    args = ["--generations", "30", "--num-islands", "2", "--pollination", "--topology", "[[0, 2], [0, 0]]"]
+    result = result_of(mpirun("island_model.py", 4, *args, "--checkpoint", str(tmp_path), timeout=120).stdout)
+    by_island = {island: immigrants for island, immigrants, *_ in result["islands"]}
+    assert by_island[0] == 0 and by_island[1] > 0
+
+
+def test_one_island_with_migration_enabled(mpirun, tmp_path):
+    args = ["--generations", "20", "--num-islands", "1", "--migration-probability", "1.0"]
+    result = result_of(mpirun("island_model.py", 4, *args, "--checkpoint", str(tmp_path), timeout=120).stdout)
+    assert result["immigrants"] == 0
+
+
+@pytest.mark.parametrize("ranks", [1, 4])
+def test_zero_generations(mpirun, ranks, tmp_path):
+    args = ["--generations", "0", "--num-islands", str(min(ranks, 2))]
+    result = result_of(
+        mpirun("island_model.py", ranks, *args, "--checkpoint", str(tmp_path), timeout=60).stdout
+    )
+    assert result["best"] is None
+
+
+def test_summary_with_more_than_exists(mpirun, tmp_path):
+    args = ["--generations", "3", "--top-n", "50"]
+    result = result_of(mpirun("island_model.py", 4, *args, "--checkpoint", str(tmp_path), timeout=60).stdout)
+    assert result["islands"][0][3] == 12
+
+
+def test_space_without_floats(mpirun, tmp_path):
+    args = ["--generations", "30", "--function", "categorical", "--num-islands", "2"]
+    result = result_of(mpirun("island_model.py", 4, *args, "--checkpoint", str(tmp_path)).stdout)
+    assert result["best"] <= 2  # the optimum is 0; 120 evaluations of 11 * 3 * 11 points get close
+
+
+def test_high_to_low_ranges(mpirun, tmp_path):
+    out = mpirun(
+        "island_model.py", 2, "--generations", "20", "--function", "reversed", "--checkpoint", str(tmp_path)
+    )
+    assert out.stdout.count("high-to-low") >= 1
+
+
+BAD_INPUT = {
+    "limits-nan": "limits['a']",
+    "limits-one-tuple": "limits['b']",
+    "limits-mixed": "limits['a']",
+    "limits-empty": "limits",
+    "pop-size": "pop_size",
+    "probability": "probability",
+    "island-sizes": "island_sizes",
+    "ranks-per-worker": "ranks_per_worker",
+    "topology": "migration_topology",
+    "topology-negative": "migration_topology",
+    "generations": "generations",
+    "migration-probability": "migration_probability",
+    "loss-signature": "loss_fn",
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_INPUT))
+def test_bad_input_raises_on_every_rank(mpilaunch, case):
+    ranks = 4
+    result = mpilaunch("bad_input.py", ranks, case, timeout=60)
+    assert result.returncode != 0, result.stdout
+    # Lines of different ranks may interleave; each report ends with a newline of its own.
+    reports = re.findall(r"rank (\d+) raised (\w+): (.*?)(?=rank \d+ raised|\n|$)", result.stdout)
+    assert sorted(int(rank) for rank, _, _ in reports) == list(range(ranks)), result.stdout
+    assert all(BAD_INPUT[case] in message for _, _, message in reports), result.stdout
+    assert all(
+        kind in ("SearchSpaceError", "LayoutError", "ValueError", "TypeError") for _, kind, _ in reports
+    )

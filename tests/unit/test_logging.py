@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import logging
+
+from propulate.utils import set_logger_config
+
+
+def test_set_logger_config_is_idempotent(tmp_path, capsys):
+    log_file = tmp_path / "nested" / "run.log"
+    set_logger_config(level=logging.INFO, log_file=log_file, log_to_stdout=True, colors=False)
+    set_logger_config(level=logging.INFO, log_file=log_file, log_to_stdout=True, colors=False)
+    logger = logging.getLogger("propulate")
+    assert len(logger.handlers) == 2  # one stream, one file: not doubled by the second call
+    logger.info("hello once")
+    for handler in logger.handlers:
+        handler.flush()
+    assert capsys.readouterr().out.count("hello once") == 1
+    assert log_file.read_text().count("hello once") == 1
+
+
+def test_rank_prefix_and_level(tmp_path, capsys):
+    set_logger_config(level=logging.WARNING, log_file=None, log_rank=True, colors=False)
+    logger = logging.getLogger("propulate")
+    logger.info("hidden")
+    logger.warning("shown")
+    out = capsys.readouterr().out
+    assert "hidden" not in out
+    assert "[rank 0] " in out and "shown" in out
+    set_logger_config(log_to_stdout=False)
+    assert logging.getLogger("propulate").handlers == []
