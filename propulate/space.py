@@ -114,13 +114,16 @@ def _parse_parameter(name: object, bounds: object, offset: int) -> Parameter:
             f"limits[{name!r}]: a numeric range must be a 2-tuple (low, high), got {len(bounds)} value(s)"
         )
     low, high = (float(b) for b in bounds)
+    given_low, given_high = bounds
     if not (math.isfinite(low) and math.isfinite(high)):
         raise SearchSpaceError(f"limits[{name!r}]: bounds must be finite numbers, got {bounds!r}")
     kind = Kind.INT if all(_is_int(b) for b in bounds) else Kind.FLOAT
     if low > high:
         if (name, low, high) not in _warned_reversed:
             _warned_reversed.add((name, low, high))
-            log.warning(f"limits[{name!r}] = {tuple(bounds)!r} is high-to-low; using ({high!r}, {low!r}).")
+            log.warning(
+                f"limits[{name!r}] = {tuple(bounds)!r} is high-to-low; using ({given_high!r}, {given_low!r})."
+            )
         low, high = high, low
     return Parameter(name, kind, low, high, (), offset, 1)
 
@@ -181,6 +184,9 @@ class SearchSpace:
             return limits
         if not isinstance(limits, Mapping):
             raise SearchSpaceError(f"limits: expected a dict of parameter name -> range, got {type(limits)}")
+        if not all(isinstance(bounds, (tuple, list)) for bounds in limits.values()):
+            # E.g. ("relu") instead of ("relu",): validation names the offending parameter.
+            return SearchSpace(limits)
         try:
             # Types are part of the key: (0, 1) == (0.0, 1.0) in Python, but one is an int range.
             key = tuple((name, tuple((type(b), b) for b in bounds)) for name, bounds in limits.items())

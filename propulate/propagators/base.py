@@ -92,7 +92,8 @@ class Propagator:
         Returns
         -------
         list of Individual
-            The offspring: new objects, never members of the input list.
+            The offspring: new objects, never members of the input list, except for selections
+            (:class:`SelectMin`, :class:`SelectMax`, :class:`SelectUniform`), which return members.
         """
         raise NotImplementedError
 

@@ -70,6 +70,17 @@ def get_default_propagator(
         raise ValueError(
             f"pop_size: expected an int >= 2 (the crossover needs two parents), got {pop_size!r}"
         )
+    for name, probability in (
+        ("crossover_prob", crossover_prob),
+        ("mutation_prob", mutation_prob),
+        ("random_init_prob", random_init_prob),
+    ):
+        if (
+            isinstance(probability, bool)
+            or not isinstance(probability, (int, float))
+            or not 0 <= probability <= 1
+        ):
+            raise ValueError(f"{name}: expected a probability in [0, 1], got {probability!r}")
     space = SearchSpace.of(limits)
     rng = rng if rng is not None else random.Random()
     steps: list[Propagator] = [

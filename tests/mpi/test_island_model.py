@@ -107,7 +107,7 @@ BAD_INPUT = {
     "limits-mixed": "limits['a']",
     "limits-empty": "limits",
     "pop-size": "pop_size",
-    "probability": "probability",
+    "probability": "crossover_prob",
     "island-sizes": "island_sizes",
     "ranks-per-worker": "ranks_per_worker",
     "topology": "migration_topology",
