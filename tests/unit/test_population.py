@@ -1,0 +1,253 @@
+"""The population store: best k, deactivation, distinct best, cost of best k (propulate.population)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from propulate import Individual
+from propulate.population import Population
+
+LIMITS = {"x": (0.0, 1.0), "n": (0, 3), "c": ("a", "b")}
+TEMPLATE = Individual({"x": 0.5, "n": 1, "c": "a"}, LIMITS)
+
+
+def member(uid: int, loss: float, x: float = 0.5, active: bool = True) -> Individual:
+    ind = TEMPLATE.child()
+    ind["x"] = x
+    ind.uid = uid
+    ind.loss = loss
+    ind.active = active
+    return ind
+
+
+def population_of(losses: list[float]) -> Population:
+    """A population whose member ``uid`` has ``losses[uid]`` and a distinct ``x``."""
+    pop = Population()
+    pop.extend(member(uid, loss, x=uid / len(losses)) for uid, loss in enumerate(losses))
+    return pop
+
+
+def uids(inds: list[Individual]) -> list[int]:
+    return [ind.uid for ind in inds]
+
+
+@pytest.fixture
+def shuffled() -> Population:
+    """Twenty members with losses 0..19 added in random order; uid == loss."""
+    order = list(range(20))
+    random.Random(3).shuffle(order)
+    pop = Population()
+    pop.extend(member(uid, float(uid), x=uid / 20) for uid in order)
+    return pop
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bookkeeping
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_members_in_arrival_order(shuffled: Population) -> None:
+    assert len(shuffled) == 20
+    assert shuffled.n_active == 20
+    assert sorted(uids(list(shuffled))) == list(range(20))
+    assert 7 in shuffled and 20 not in shuffled
+    assert shuffled.get(7).loss == 7.0
+    assert shuffled.get(99) is None
+
+
+def test_empty_population() -> None:
+    pop = Population()
+    assert len(pop) == 0
+    assert pop.n_active == 0
+    assert pop.best(3) == []
+    assert pop.distinct_best(3) == []
+    assert pop.active() == []
+
+
+def test_n_active_follows_deactivations(shuffled: Population) -> None:
+    for uid in (3, 5, 5, 11):  # deactivating twice counts once
+        shuffled.deactivate(uid)
+    assert shuffled.n_active == 17
+    assert len(shuffled) == 20
+    assert sorted(uids(shuffled.active())) == [u for u in range(20) if u not in (3, 5, 11)]
+    assert not shuffled.get(5).active
+
+
+def test_adding_an_inactive_individual_does_not_count_as_active() -> None:
+    pop = Population()
+    pop.add(member(0, 1.0, active=False))
+    pop.add(member(1, 2.0))
+    assert pop.n_active == 1
+    assert uids(pop.best(2)) == [1]
+
+
+def test_deactivation_before_arrival_is_applied_on_add() -> None:
+    pop = population_of([1.0, 2.0])
+    pop.deactivate(7)
+    assert pop.n_active == 2
+    late = member(7, 0.0)
+    pop.add(late)
+    assert not late.active
+    assert pop.n_active == 2
+    assert uids(pop.best(3)) == [0, 1]
+    # The pending request is consumed: it does not leak onto anything else.
+    pop.add(member(8, -1.0))
+    assert uids(pop.best(1)) == [8]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# best(k)
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 3, 20])
+def test_best_returns_the_k_lowest_sorted(shuffled: Population, k: int) -> None:
+    assert uids(shuffled.best(k)) == list(range(k))
+
+
+def test_best_returns_fewer_when_fewer_exist(shuffled: Population) -> None:
+    assert uids(shuffled.best(100)) == list(range(20))
+    assert shuffled.best(0) == []
+
+
+def test_best_skips_deactivated(shuffled: Population) -> None:
+    for uid in (0, 2, 3):
+        shuffled.deactivate(uid)
+    assert uids(shuffled.best(4)) == [1, 4, 5, 6]
+    assert uids(shuffled.best(4)) == [1, 4, 5, 6]  # reading does not consume
+    shuffled.deactivate(1)
+    assert uids(shuffled.best(2)) == [4, 5]
+
+
+def test_best_with_everything_deactivated(shuffled: Population) -> None:
+    for uid in range(20):
+        shuffled.deactivate(uid)
+    assert shuffled.best(5) == []
+    assert shuffled.n_active == 0
+
+
+def test_best_sees_later_additions(shuffled: Population) -> None:
+    shuffled.best(5)
+    shuffled.add(member(100, -1.0))
+    shuffled.add(member(101, 2.5))
+    assert uids(shuffled.best(5)) == [100, 0, 1, 2, 101]
+
+
+def test_nan_losses_never_come_first() -> None:
+    pop = population_of([math.nan, 3.0, math.nan, math.inf, 1.0])
+    best = pop.best(5)
+    assert uids(best[:2]) == [4, 1]
+    assert all(math.isnan(ind.loss) or ind.loss == math.inf for ind in best[2:])
+    assert len(best) == 5
+    assert uids(pop.best(1)) == [4]
+
+
+def test_only_nan_losses() -> None:
+    pop = population_of([math.nan, math.nan])
+    assert sorted(uids(pop.best(5))) == [0, 1]
+
+
+def test_ties_are_all_returned() -> None:
+    pop = population_of([1.0, 1.0, 1.0, 0.5])
+    assert uids(pop.best(4))[0] == 3
+    assert sorted(uids(pop.best(4))[1:]) == [0, 1, 2]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# distinct_best(k)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_distinct_best_dedupes_equal_parameters_and_loss() -> None:
+    pop = Population()
+    pop.extend(
+        [
+            member(0, 1.0, x=0.1),
+            member(1, 1.0, x=0.1),  # duplicate of 0
+            member(2, 1.0, x=0.2),  # same loss, other parameters
+            member(3, 0.5, x=0.1),  # same parameters, other loss
+            member(4, 2.0, x=0.3),
+        ]
+    )
+    best = pop.distinct_best(10)
+    assert [ind.loss for ind in best] == [0.5, 1.0, 1.0, 2.0]
+    assert {ind["x"] for ind in best if ind.loss == 1.0} == {0.1, 0.2}
+    assert uids(pop.distinct_best(2))[0] == 3
+    assert len(pop.distinct_best(2)) == 2
+
+
+def test_distinct_best_includes_inactive(shuffled: Population) -> None:
+    shuffled.deactivate(0)
+    shuffled.deactivate(1)
+    assert uids(shuffled.distinct_best(3)) == [0, 1, 2]
+    assert uids(shuffled.best(3)) == [2, 3, 4]
+
+
+def test_distinct_best_returns_fewer_when_fewer_exist() -> None:
+    pop = population_of([2.0, 1.0])
+    assert uids(pop.distinct_best(5)) == [1, 0]
+
+
+def test_distinct_best_puts_nan_last() -> None:
+    pop = population_of([math.nan, 2.0, 1.0])
+    assert uids(pop.distinct_best(3))[:2] == [2, 1]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Cost of best(k): breeding must not get slower as the population grows
+# ---------------------------------------------------------------------------------------------------------
+
+
+class CountingLoss(float):
+    """A loss that counts how often it is compared."""
+
+    comparisons = 0
+
+    def _count(self) -> None:
+        CountingLoss.comparisons += 1
+
+    def __lt__(self, other: object) -> bool:
+        self._count()
+        return float(self) < other
+
+    def __gt__(self, other: object) -> bool:
+        self._count()
+        return float(self) > other
+
+    def __le__(self, other: object) -> bool:
+        self._count()
+        return float(self) <= other
+
+    def __ge__(self, other: object) -> bool:
+        self._count()
+        return float(self) >= other
+
+    def __eq__(self, other: object) -> bool:
+        self._count()
+        return float(self) == other
+
+    __hash__ = float.__hash__
+
+
+def comparisons_per_best(size: int, calls: int = 200, k: int = 8) -> float:
+    rng = random.Random(size)
+    pop = Population()
+    pop.extend(member(uid, CountingLoss(rng.random())) for uid in range(size))
+    for uid in rng.sample(range(size), size // 10):
+        pop.deactivate(uid)
+    CountingLoss.comparisons = 0
+    for _ in range(calls):
+        assert len(pop.best(k)) == k
+    return CountingLoss.comparisons / calls
+
+
+def test_best_k_does_not_sort_the_whole_population() -> None:
+    small = comparisons_per_best(1_000)
+    large = comparisons_per_best(100_000)
+    assert small > 0, "losses were not compared: the counting wrapper is bypassed"
+    # O(k log n) grows by log(1e5)/log(1e3) = 5/3; sorting or scanning grows 100-fold.
+    assert large / small < 5
+    assert large < 2_000
