@@ -95,11 +95,12 @@ class Population:
     def distinct_best(self, k: int) -> list[Individual]:
         """Return up to ``k`` individuals of lowest loss with pairwise different parameters or loss.
 
-        Active or not: an individual that emigrated is still the best this island found. O(n log n).
+        Active or not: an individual that emigrated is still the best this island found; of equal
+        individuals the active one is reported. O(n log n).
         """
         chosen: list[Individual] = []
         seen: set[tuple[object, ...]] = set()
-        for ind in sorted(self._members.values(), key=_sort_key):
+        for ind in sorted(self._members.values(), key=lambda ind: (_sort_key(ind), not ind.active)):
             if len(chosen) == k:
                 break
             signature = (_sort_key(ind), *ind.values())

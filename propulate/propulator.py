@@ -181,7 +181,7 @@ class Propulator:
 
     @property
     def population(self) -> list[Individual]:
-        """The individuals this worker knows of, in arrival order (empty on sub-ranks)."""
+        """The individuals this worker knows of, in arrival order (on sub-ranks: after ``propulate()``)."""
         return list(self._population)
 
     # ----------------------------------------------------------------------------------------------- run
@@ -210,6 +210,12 @@ class Propulator:
             self._work(logging_interval, debug)
         else:
             self._serve()
+        if self._worker.size > 1:
+            # Sub-ranks hold their worker's population too, so user code may read it on any rank.
+            members = self._worker.bcast(self.population if self.is_worker_root else None, root=0)
+            if not self.is_worker_root:
+                self._population = Population()
+                self._population.extend(members)
         _release_torch_group()
 
     def _serve(self) -> None:

@@ -99,6 +99,10 @@ for best in summary:
     assert losses == sorted(losses)
     assert len({(ind.loss, tuple(ind.values())) for ind in best}) == len(best)
 
+# Every rank of a worker holds the worker's population.
+own = sorted((ind.uid, ind.active, ind.loss) for ind in propulator.population)
+assert all(other == own for other in layout.worker_comm.allgather(own)), "sub-ranks hold another population"
+
 result = {}
 if propulator.is_worker_root:
     island_comm = layout.island_comm
