@@ -17,7 +17,38 @@ from mpi4py import MPI
 
 from ..errors import LayoutError
 
-__all__ = ["Layout", "build_layout", "island_sizes_for"]
+__all__ = ["Layout", "build_layout", "island_sizes_for", "known_node_local_rank", "node_local_rank"]
+
+# This rank's node-local rank in COMM_WORLD, recorded by build_layout (collective, all ranks present) so that
+# code running later inside a loss function (GPU choice) needs no collective over COMM_WORLD.
+_world_node_local_rank: int | None = None
+
+
+def node_local_rank(comm: MPI.Comm = MPI.COMM_WORLD) -> int:
+    """Return this rank's index among the ranks of ``comm`` that share its node.
+
+    Collective over ``comm``: the ranks are split by shared memory (``MPI.COMM_TYPE_SHARED``).
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+        The communicator whose ranks are counted; default ``MPI.COMM_WORLD``.
+
+    Returns
+    -------
+    int
+        The rank in ``comm.Split_type(MPI.COMM_TYPE_SHARED)``, in ``[0, ranks on this node)``.
+    """
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return int(local.Get_rank())
+    finally:
+        local.Free()
+
+
+def known_node_local_rank() -> int | None:
+    """Return the node-local rank in ``COMM_WORLD`` recorded by :func:`build_layout`, or ``None``."""
+    return _world_node_local_rank
 
 
 @dataclass(frozen=True)
@@ -107,6 +138,9 @@ def build_layout(
             f"ranks_per_worker: the {world.size} ranks cannot be split into workers of "
             f"{ranks_per_worker} ranks"
         )
+    global _world_node_local_rank
+    if world.Compare(MPI.COMM_WORLD) in (MPI.IDENT, MPI.CONGRUENT):
+        _world_node_local_rank = node_local_rank(world)
     num_workers = world.size // ranks_per_worker
     counts = island_sizes_for(num_workers, num_islands, island_sizes)
     displs = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int)

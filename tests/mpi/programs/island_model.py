@@ -16,6 +16,7 @@ import numpy as np
 from mpi4py import MPI
 
 from propulate import Islands
+from propulate.mpi.layout import known_node_local_rank
 from propulate.utils import get_default_propagator
 from propulate.utils.benchmark_functions import get_function_search_space
 
@@ -86,6 +87,9 @@ summary = islands.summarize(top_n=args.top_n, debug=0)
 layout = islands.layout
 propulator = islands.propulator
 num_workers = world.size // args.ranks_per_worker
+
+# The node-local rank (for GPU choice) was recorded while every rank was present; one host here.
+assert known_node_local_rank() == world.rank
 
 # Every rank of a worker evaluated exactly `generations` individuals.
 assert calls == args.generations, (world.rank, calls)

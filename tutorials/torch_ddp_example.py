@@ -1,0 +1,211 @@
+"""Tune a small convolutional network on MNIST with multi-rank workers that train it with PyTorch DDP.
+
+Every worker of this run is a block of ``--ranks-per-worker`` MPI ranks (two by default). Propulate breeds
+one set of hyperparameters per worker and calls the loss function on all of the worker's ranks with the same
+parameters and the worker's MPI communicator. The loss function turns that communicator into a
+``torch.distributed`` process group (once per worker, reused for every later individual), trains the network
+with ``DistributedDataParallel`` on disjoint shards of the training data, evaluates it on disjoint shards of
+the validation data and reduces the validation loss and accuracy over the worker. The validation loss is
+minimized; the accuracy travels along as a metric of each individual and shows up in the summary.
+
+Search space: the number of 3x3 convolution layers with 10 channels (2 to 10), their activation (ReLU,
+sigmoid or tanh), the Adam learning rate and the per-epoch decay factor of the learning rate.
+
+Run it from the repository root (``mpiexec`` from the ``mpich`` package, or ``srun`` on a cluster)::
+
+    # the MNIST slice bundled in tutorials/data (decompressed once per node into a cache folder)
+    mpiexec -n 4 python tutorials/torch_ddp_example.py
+
+    # the offline MNIST subset in torchvision's layout, 8,000 training and 2,000 validation images
+    mpiexec -n 4 python tutorials/torch_ddp_example.py --data-root ../shared/data
+
+    # longer training per individual
+    mpiexec -n 4 python tutorials/torch_ddp_example.py --data-root ../shared/data --epochs 2
+
+    # the full MNIST data set, downloaded by the first rank into an empty folder (needs internet access)
+    mpiexec -n 4 python tutorials/torch_ddp_example.py --data-root ./mnist
+
+    # SLURM, 4 nodes with 4 GPUs each: 16 ranks, 8 workers of 2 GPUs, NCCL
+    srun -N 4 --ntasks-per-node=4 --gpus-per-node=4 python tutorials/torch_ddp_example.py --method nccl-slurm
+
+The number of MPI ranks must be a multiple of ``--ranks-per-worker``. Each worker evaluates
+``--generations`` individuals; the log goes to ``<--checkpoint>/torch_ddp.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import random
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torchvision
+from mnist_data import prepare_mnist  # tutorials/ is on the path when this runs as a script
+from mpi4py import MPI
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from propulate import Islands
+from propulate.utils import get_default_propagator, set_logger_config
+from propulate.utils.distributed import init_worker_process_group
+
+log = logging.getLogger("propulate")
+
+LIMITS = {
+    "conv_layers": (2, 10),
+    "activation": ("relu", "sigmoid", "tanh"),
+    "lr": (1e-4, 1e-2),
+    "gamma": (0.5, 0.999),
+}
+ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
+# Mean and standard deviation of MNIST's pixel intensities in [0, 1].
+MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+
+
+def parse_arguments() -> argparse.Namespace:
+    """Read the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data-root",
+        default=None,
+        help="folder holding MNIST/raw (e.g. ../shared/data); an empty folder downloads MNIST there; "
+        "default: the slice bundled in tutorials/data",
+    )
+    parser.add_argument("--generations", type=int, default=8, help="individuals evaluated per worker")
+    parser.add_argument("--epochs", type=int, default=1, help="training epochs per individual")
+    parser.add_argument("--ranks-per-worker", type=int, default=2, help="MPI ranks (DDP replicas) per worker")
+    parser.add_argument("--num-islands", type=int, default=1, help="number of islands")
+    parser.add_argument("--pop-size", type=int, default=4, help="breeding population size per island")
+    parser.add_argument("--seed", type=int, default=42, help="random seed")
+    parser.add_argument(
+        "--method",
+        default="auto",
+        choices=("auto", "gloo", "nccl-slurm", "nccl-openmpi"),
+        help="how each worker creates its torch.distributed group (auto: NCCL with CUDA, else gloo)",
+    )
+    parser.add_argument("--checkpoint", default="./checkpoints/torch_ddp", help="checkpoint folder")
+    parser.add_argument("--batch-size", type=int, default=32, help="training batch size per rank")
+    parser.add_argument("--top-n", type=int, default=3, help="number of best individuals to report")
+    parser.add_argument("--verbosity", type=int, default=1, help="debug level of Propulate's own logging")
+    return parser.parse_args()
+
+
+@functools.lru_cache(maxsize=1)
+def load_mnist(root: str) -> tuple[TensorDataset, TensorDataset]:
+    """Return the normalized training and validation sets as tensors; read once per process."""
+
+    def as_tensors(train: bool) -> TensorDataset:
+        data = torchvision.datasets.MNIST(root, train=train, download=False)
+        images = (data.data.float().div(255.0) - MNIST_MEAN) / MNIST_STD
+        return TensorDataset(images.unsqueeze(1), data.targets)
+
+    return as_tensors(train=True), as_tensors(train=False)
+
+
+def build_network(conv_layers: int, activation: str) -> nn.Module:
+    """Return ``conv_layers`` 3x3 convolutions with 10 channels each, then a linear layer to the 10 digits."""
+    layers: list[nn.Module] = []
+    channels = 1
+    for _ in range(conv_layers):
+        layers += [nn.Conv2d(channels, 10, kernel_size=3, padding=1), ACTIVATIONS[activation]()]
+        channels = 10
+    return nn.Sequential(*layers, nn.Flatten(), nn.Linear(10 * 28 * 28, 10))
+
+
+def make_loss_fn(args: argparse.Namespace, data_root: str) -> Callable[[Mapping, MPI.Comm], dict[str, float]]:
+    """Return the loss function: validation loss (and accuracy) of the network trained with ``params``."""
+
+    def loss_fn(params: Mapping, subgroup_comm: MPI.Comm = MPI.COMM_SELF) -> dict[str, float]:
+        # One process group per worker, created at the worker's first individual and reused afterwards.
+        group = init_worker_process_group(subgroup_comm, method=args.method)
+        device = torch.device(group.device)
+        train_set, val_set = load_mnist(data_root)
+
+        # All ranks of the worker start from the same weights; DDP also broadcasts them from rank 0.
+        torch.manual_seed(args.seed)
+        model = build_network(params["conv_layers"], params["activation"]).to(device)
+        ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+        optimizer = torch.optim.Adam(ddp.parameters(), lr=params["lr"])
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=params["gamma"])
+
+        # Each rank trains on its own shard; the gradients are averaged over the worker in backward().
+        train_sampler: DistributedSampler[int] = DistributedSampler(train_set, shuffle=True, seed=args.seed)
+        train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=train_sampler)
+        for epoch in range(args.epochs):
+            train_sampler.set_epoch(epoch)
+            ddp.train()
+            for images, labels in train_loader:
+                optimizer.zero_grad()
+                nn.functional.cross_entropy(ddp(images.to(device)), labels.to(device)).backward()
+                optimizer.step()
+            scheduler.step()
+
+        # Each rank validates its shard (DistributedSampler pads the last shard with repeated images when
+        # the set's size is not a multiple of the world size; 2,000 and 10,000 images split evenly).
+        val_loader = DataLoader(val_set, batch_size=500, sampler=DistributedSampler(val_set, shuffle=False))
+        totals = torch.zeros(3, dtype=torch.float64, device=device)  # summed loss, correct, count
+        ddp.eval()
+        with torch.no_grad():
+            for images, labels in val_loader:
+                images, labels = images.to(device), labels.to(device)
+                logits = ddp(images)
+                totals[0] += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+                totals[1] += (logits.argmax(dim=1) == labels).sum().item()
+                totals[2] += labels.numel()
+        dist.all_reduce(totals)
+        val_loss, val_acc = (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
+
+        if group.rank == 0:
+            log.info(
+                f"DDP world size {dist.get_world_size()} ({group.backend}, {device}): {dict(params)} -> "
+                f"validation loss {val_loss:.4f}, accuracy {val_acc:.2%}"
+            )
+        return {"loss": val_loss, "accuracy": val_acc}
+
+    return loss_fn
+
+
+def main() -> None:
+    """Run the search and print the best individuals on world rank 0."""
+    args = parse_arguments()
+    torch.set_num_threads(1)  # several ranks share each core
+    comm = MPI.COMM_WORLD
+    set_logger_config(level=logging.INFO, log_file=str(Path(args.checkpoint) / "torch_ddp.log"))
+    data_root = prepare_mnist(args.data_root, comm)
+
+    rng = random.Random(args.seed + comm.rank)  # each rank breeds differently
+    propagator = get_default_propagator(pop_size=args.pop_size, limits=LIMITS, rng=rng)
+    islands = Islands(
+        make_loss_fn(args, data_root),
+        propagator,
+        rng,
+        generations=args.generations,
+        num_islands=args.num_islands,
+        ranks_per_worker=args.ranks_per_worker,
+        checkpoint_path=args.checkpoint,
+    )
+    islands.propulate(logging_interval=1, debug=args.verbosity)
+    per_worker = islands.summarize(top_n=args.top_n, debug=args.verbosity)  # the same on every rank
+
+    if comm.rank == 0:
+        # Each worker's list holds its own view of its island's best; merge them without duplicates.
+        best: list = []
+        for individual in sorted((ind for inds in per_worker for ind in inds), key=lambda ind: ind.loss):
+            if len(best) < args.top_n and not any(individual.equals(other) for other in best):
+                best.append(individual)
+        print(f"Best {len(best)} individual(s) on {args.data_root or 'the bundled MNIST slice'}:")
+        for place, individual in enumerate(best, start=1):
+            accuracy = individual.metrics.get("accuracy", float("nan"))
+            print(
+                f"{place}. validation loss {individual.loss:.4f}, accuracy {accuracy:.2%}: "
+                f"{dict(individual.items())}"
+            )
+
+
+if __name__ == "__main__":
+    main()
