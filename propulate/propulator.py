@@ -157,6 +157,7 @@ class Propulator:
         self._island_mail = Mailbox(self._island)
         self._world_mail = Mailbox(self._world)
         self.island_rank = self._island.rank
+        self._island_peers = [r for r in range(self._island.size) if r != self.island_rank]
         if island_displs is None or island_counts is None:
             islands = np.asarray(self._world.allgather(self.island_idx))
             island_counts = np.bincount(islands)
@@ -237,23 +238,20 @@ class Propulator:
                 self._log_progress()
         self._finish()
         if debug >= 1 and self.island_rank == 0:
-            best = self._population.best(1)
-            best_loss = f"{best[0].loss:.6g}" if best else "n/a"
-            log.info(
-                f"Island {self.island_idx}: done; {len(self._population)} individuals, "
-                f"best loss {best_loss}, "
-                f"{time.time() - self.start_time:.1f} s."
-            )
+            log.info(f"Island {self.island_idx}: done; {self._status_text()}.")
 
     def _log_progress(self) -> None:
+        planned = "" if self.generations == -1 else f"/{self.generations}"
+        log.info(
+            f"Island {self.island_idx}: worker 0 at generation {self.generation}{planned}; "
+            f"{self._status_text()}."
+        )
+
+    def _status_text(self) -> str:
         best = self._population.best(1)
         best_loss = f"{best[0].loss:.6g}" if best else "n/a"
         elapsed = time.time() - self.start_time
-        planned = "" if self.generations == -1 else f"/{self.generations}"
-        log.info(
-            f"Island {self.island_idx}: generation {self.generation}{planned} of worker 0, "
-            f"{len(self._population)} individuals known, best loss {best_loss}, {elapsed:.1f} s elapsed."
-        )
+        return f"{len(self._population)} individuals known, best loss {best_loss}, {elapsed:.1f} s elapsed"
 
     def _breed(self) -> Individual:
         pool = self.propagator.breeding_pool if isinstance(self.propagator, Propagator) else None
@@ -295,8 +293,7 @@ class Propulator:
             self._population.add(ind)
         for uid in deactivated:
             self._population.deactivate(uid)
-        peers = [r for r in range(self._island.size) if r != self.island_rank]
-        self._island_mail.send((added, deactivated), peers, Tag.ISLAND_UPDATE)
+        self._island_mail.send((added, deactivated), self._island_peers, Tag.ISLAND_UPDATE)
 
     def _receive_updates(self) -> bool:
         messages = self._island_mail.receive(Tag.ISLAND_UPDATE)
