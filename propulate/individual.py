@@ -4,13 +4,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
 
 from .space import SearchSpace
 
-__all__ = ["Individual"]
+__all__ = ["Individual", "Status"]
+
+
+class Status(IntEnum):
+    """Where an individual stands with its evaluation."""
+
+    #: Bred, not evaluated yet (or being evaluated).
+    PENDING = 1
+    #: Evaluated; ``loss`` holds the result.
+    COMPLETED = 2
+    #: The evaluation raised or returned no usable loss.
+    FAILED = 3
+    #: A surrogate stopped the evaluation early; ``loss`` is the last interim loss.
+    PRUNED = 4
+    #: The evaluation was cut short by the end of the job; it is evaluated again on resume.
+    INTERRUPTED = 5
 
 
 class Individual(Mapping[str, Any]):
@@ -37,6 +53,8 @@ class Individual(Mapping[str, Any]):
     ----------
     loss : float
         The value minimized; ``inf`` until evaluated.
+    status : Status
+        Pending until evaluated, then completed (or failed, pruned, interrupted).
     metrics : dict[str, float]
         Further numbers the loss function returned besides the loss (e.g. accuracy).
     active : bool
@@ -89,6 +107,7 @@ class Individual(Mapping[str, Any]):
         self.generation = generation
         self.rank = rank
         self.loss = math.inf
+        self.status = Status.PENDING
         self.metrics: dict[str, float] = {}
         self.active = True
         self.island = -1
@@ -145,6 +164,7 @@ class Individual(Mapping[str, Any]):
         child.generation = -1
         child.rank = -1
         child.loss = math.inf
+        child.status = Status.PENDING
         child.metrics = {}
         child.active = True
         child.island = -1

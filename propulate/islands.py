@@ -61,6 +61,10 @@ class Islands:
         Ranks per worker; must divide the number of ranks.
     surrogate_factory : callable, optional
         Reserved for early stopping with surrogates.
+    resume : bool, optional
+        Continue from the checkpoint in ``checkpoint_path`` (default), or start fresh; see
+        :class:`Propulator`. Resuming onto other numbers of ranks, islands or ranks per worker redistributes
+        the checkpoint (:func:`propulate.checkpoint.plan_resume`).
 
     Raises
     ------
@@ -85,6 +89,8 @@ class Islands:
         checkpoint_path: str | Path = "./",
         ranks_per_worker: int = 1,
         surrogate_factory: Callable[[], Any] | None = None,
+        *,
+        resume: bool | None = None,
     ) -> None:
         if (
             isinstance(migration_probability, bool)
@@ -125,6 +131,7 @@ class Islands:
             surrogate_factory=surrogate_factory,
             immigration_propagator=immigration_propagator,
             pollination=pollination,
+            resume=resume,
         )
 
     def propulate(self, logging_interval: int = 10, debug: int = 1) -> None:

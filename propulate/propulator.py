@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import random
 import sys
 import time
@@ -21,19 +22,51 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from .checkpoint import (
+    CheckpointError,
+    CheckpointWriter,
+    Record,
+    checkpoint_files,
+    load_checkpoint,
+    make_uid,
+    plan_resume,
+)
 from .evaluation import Evaluator, WorkerChannel
-from .individual import Individual
+from .individual import Individual, Status
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.messaging import Mailbox, Tag, drain
 from .population import Population
 from .propagators.base import Propagator, SelectMax, SelectMin, as_list
+from .space import SearchSpace
 
 __all__ = ["Propulator"]
 
 log = logging.getLogger("propulate")
 
-# A uid is (propulate-communicator rank of the introducing worker, its running count): unique per run.
-_UID_SHIFT = 40
+
+def _resume_wanted(resume: bool | None) -> bool:
+    if resume is not None:
+        return bool(resume)
+    return os.environ.get("PROPULATE_RESUME", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _find_space(obj: object, depth: int = 0) -> SearchSpace | None:
+    """Return the search space a propagator was built for (searching its operators), if it names one."""
+    if isinstance(obj, SearchSpace):
+        return obj
+    if depth > 6:
+        return None
+    if isinstance(obj, Propagator):
+        children: list[object] = list(vars(obj).values())
+    elif isinstance(obj, (list, tuple)):
+        children = list(obj)
+    else:
+        return None
+    for child in children:
+        found = _find_space(child, depth + 1)
+        if found is not None:
+            return found
+    return None
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -86,6 +119,10 @@ class Propulator:
         For pollination, selects the individuals that immigrants replace (default: the worst).
     pollination : bool
         Send copies (pollination) instead of moving individuals (migration).
+    resume : bool, optional
+        Continue from the checkpoint in ``checkpoint_path`` if there is one (the default), or start fresh:
+        earlier checkpoint files are then moved into a ``previous-<time>`` folder. Default: the environment
+        variable ``PROPULATE_RESUME`` (``0`` starts fresh), else resume. Which one happened is logged.
 
     Raises
     ------
@@ -115,6 +152,7 @@ class Propulator:
         *,
         immigration_propagator: type[Propagator] | Propagator = SelectMax,
         pollination: bool = False,
+        resume: bool | None = None,
     ) -> None:
         self.generations = _check_int("generations", generations, -1)
         if not callable(propagator):
@@ -143,6 +181,12 @@ class Propulator:
 
         self._population = Population()
         self.generation = 0
+        self._resume = _resume_wanted(resume)
+        self._session = 0
+        self._writer: CheckpointWriter | None = None
+        self._resume_table: np.ndarray | None = None
+        self._requeue: list[Individual] = []
+        self._worker_size = int(worker_sub_comm.size)
         self._introduced = 0
         self._next_owner = 0
         self._owed_replacements = 0
@@ -165,6 +209,8 @@ class Propulator:
         self.island_displs = np.asarray(island_displs, dtype=int)
         self.island_counts = np.asarray(island_counts, dtype=int)
         topology = check_topology(migration_topology, len(self.island_counts))
+        self._topology = topology
+        self._migration_prob = float(migration_prob)
         # Islands that send nothing may still receive, so every island of a connected model has a policy.
         if topology.any():
             self.migration = MigrationPolicy(
@@ -207,6 +253,11 @@ class Propulator:
         """
         _check_int("logging_interval", logging_interval, 1)
         self.start_time = time.time()
+        error = self._begin_session() if self.is_worker_root else None
+        if self._worker.size > 1:
+            error = self._worker.bcast(error, root=0)
+        if error is not None:
+            raise CheckpointError(error)
         if self.is_worker_root:
             self._work(logging_interval, debug)
         else:
@@ -224,16 +275,162 @@ class Propulator:
         while (ind := self._channel.next_task()) is not None:
             self.evaluator.run_only(ind)
 
+    # ----------------------------------------------------------------------------------- checkpoint
+
+    def _begin_session(self) -> str | None:
+        """Resume from the checkpoint or start fresh; collective over the worker roots.
+
+        The first worker root reads the checkpoint and plans where everything goes; every worker receives
+        its island's population, its generation counter, its interrupted evaluations and (same layout) its
+        RNG and propagator state. Returns an error message, the same on every worker root, or ``None``.
+        """
+        space = _find_space(self.propagator)
+        header: dict[str, Any] | None = None
+        payloads: list[dict[str, Any]] | None = None
+        if self._world.rank == 0:
+            try:
+                header, payloads = self._plan_session(space)
+            except (CheckpointError, OSError, ValueError) as err:
+                header = {"error": f"{type(err).__name__}: {err}"}
+        header = self._world.bcast(header, root=0)
+        assert header is not None
+        if "error" in header:
+            return str(header["error"])
+        payload = self._world.scatter(payloads, root=0)
+        population = self._island.bcast(payload.pop("population"), root=0)
+        self._session = int(header["session"])
+        self._introduced = 0
+        self.generation = int(payload["counter"])
+        self._requeue = list(payload["requeue"])
+        for ind in self._requeue:
+            ind.current = self.island_rank
+        state = payload["state"]
+        if state is not None:
+            self.rng.setstate(state["rng"])
+            if isinstance(self.propagator, Propagator):
+                self.propagator.load_state_dict(state["propagator"])
+            self._owed_replacements = int(state["owed_replacements"])
+            self._next_owner = int(state["next_owner"])
+        self._population = Population()
+        self._population.extend(population or [])
+        if header["limits"] is not None:
+            self._open_writer(SearchSpace.of(header["limits"]))
+        return None
+
+    def _plan_session(self, space: SearchSpace | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """First worker root: read or set aside the checkpoint and plan the session for every worker."""
+        directory = self.checkpoint_path
+        plan = None
+        if self._resume:
+            checkpoint = load_checkpoint(directory)
+            if checkpoint is not None:
+                if space is not None and checkpoint.space.fingerprint != space.fingerprint:
+                    raise CheckpointError(
+                        f"the checkpoint in {directory} was made for another search space: it holds "
+                        f"{checkpoint.space.limits}, this run searches {space.limits}. Use another "
+                        "checkpoint_path, or start fresh (resume=False or PROPULATE_RESUME=0)."
+                    )
+                space = space or checkpoint.space
+                plan = plan_resume(checkpoint, self.island_counts, self.pollination)
+                log.info(f"Checkpoint: {plan.description}.")
+            else:
+                log.info(f"Checkpoint: none in {directory}; starting a new run.")
+        else:
+            files = [path for writers in checkpoint_files(directory).values() for path in writers.values()]
+            if files:
+                archive = directory / time.strftime("previous-%Y%m%d-%H%M%S")
+                archive.mkdir(exist_ok=True)
+                for path in files:
+                    path.rename(archive / path.name)
+                log.info(
+                    f"Checkpoint: starting fresh as asked; {len(files)} earlier file(s) moved to {archive}."
+                )
+            else:
+                log.info(f"Checkpoint: starting fresh as asked; none in {directory}.")
+        sessions = checkpoint_files(directory)
+        session = max(sessions) + 1 if sessions else 0
+        self._resume_table = None if plan is None else plan.resume_table()
+        payloads = []
+        for rank in range(self._world.size):
+            island = int(np.searchsorted(self.island_displs, rank, side="right") - 1)
+            key = (island, rank - int(self.island_displs[island]))
+            payloads.append(
+                {
+                    "counter": 0 if plan is None else plan.counters.get(key, 0),
+                    "requeue": [] if plan is None else plan.requeue.get(key, []),
+                    "state": None if plan is None else plan.states.get(key),
+                    "population": None if plan is None or key[1] != 0 else plan.populations.get(island, []),
+                }
+            )
+        limits = None if space is None else space.limits
+        return {"session": session, "limits": limits}, payloads
+
+    def _open_writer(self, space: SearchSpace) -> None:
+        from . import __version__
+
+        config = {
+            "limits": {name: list(bounds) for name, bounds in space.limits.items()},
+            "fingerprint": space.fingerprint,
+            "island_counts": self.island_counts.tolist(),
+            "ranks_per_worker": self._worker_size,
+            "migration_topology": self._topology.tolist(),
+            "migration_prob": self._migration_prob,
+            "pollination": self.pollination,
+            "propagator": repr(self.propagator),
+            "generations": self.generations,
+            "num_workers": int(self._world.size),
+            "version": __version__,
+        }
+        attrs = {
+            "session": self._session,
+            "writer": self._world.rank,
+            "island": self.island_idx,
+            "island_rank": self.island_rank,
+            "generation_start": self.generation,
+            "config": config,
+        }
+        self._writer = CheckpointWriter(
+            self.checkpoint_path, self._session, self._world.rank, space, attrs, self._resume_table
+        )
+
+    def _record(self, kind: Record, ind: Individual, home: int | None = None) -> None:
+        if self._writer is None:
+            self._open_writer(ind.space)
+        assert self._writer is not None
+        self._writer.record(kind, ind, self.island_idx if home is None else home)
+
+    def _snapshot(self) -> None:
+        if self._writer is None:
+            return
+        propagator_state = self.propagator.state_dict() if isinstance(self.propagator, Propagator) else {}
+        state = {
+            "rng": self.rng.getstate(),
+            "propagator": propagator_state,
+            "owed_replacements": self._owed_replacements,
+            "next_owner": self._next_owner,
+        }
+        self._writer.snapshot(self.generation, state)
+
+    # ----------------------------------------------------------------------------------------- loop
+
     def _work(self, logging_interval: int, debug: int) -> None:
-        while self.generations == -1 or self.generation < self.generations:
+        while self._requeue or self.generations == -1 or self.generation < self.generations:
             self._receive_updates()
             self._receive_immigrants(debug)
-            ind = self._breed()
+            redo = bool(self._requeue)
+            ind = self._requeue.pop(0) if redo else self._breed()
+            if ind.uid < 0:
+                ind.uid = self._mint_uid()
+            self._record(Record.STARTED, ind)
             self._evaluate(ind, debug)
-            self._introduce([ind], self._select_replaced() if self._owed_replacements else [])
+            self._introduce(
+                [ind], self._select_replaced() if self._owed_replacements else [], Record.EVALUATED
+            )
             if self.migration.wants_to_emigrate():
                 self._emigrate(debug)
-            self.generation += 1
+            if not redo:  # an interrupted evaluation done again does not count as a new generation
+                self.generation += 1
+            self._snapshot()
             if debug >= 1 and self.island_rank == 0 and self.generation % logging_interval == 0:
                 self._log_progress()
         self._finish()
@@ -269,6 +466,7 @@ class Propulator:
         ind.migration_steps = 0
         ind.migration_history = str(self.island_idx)
         ind.loss = math.inf
+        ind.status = Status.PENDING
         ind.active = True
         return ind
 
@@ -277,6 +475,7 @@ class Propulator:
             self._channel.send_task(ind)
         outcome = self.evaluator(ind)
         ind.loss = outcome.loss
+        ind.status = Status.COMPLETED
         ind.metrics = outcome.metrics
         ind.evalperiod = outcome.period
         ind.evaltime = time.time()
@@ -285,14 +484,19 @@ class Propulator:
                 f"Island {self.island_idx}, worker {self.island_rank}, generation {self.generation}: {ind}"
             )
 
-    def _introduce(self, added: list[Individual], deactivated: list[int]) -> None:
-        """Store new individuals and deactivations here and tell the island's other workers."""
+    def _mint_uid(self) -> int:
+        self._introduced += 1
+        return make_uid(self._session, self._world.rank, self._introduced - 1)
+
+    def _introduce(self, added: list[Individual], deactivated: list[int], kind: Record) -> None:
+        """Store new individuals and deactivations, checkpoint them, and tell the island's other workers."""
         for ind in added:
-            ind.uid = (self._world.rank << _UID_SHIFT) | self._introduced
-            self._introduced += 1
             self._population.add(ind)
+            self._record(kind, ind)
         for uid in deactivated:
             self._population.deactivate(uid)
+            if self._writer is not None:
+                self._writer.deactivated(uid, self.island_idx)
         self._island_mail.send((added, deactivated), self._island_peers, Tag.ISLAND_UPDATE)
 
     def _receive_updates(self) -> bool:
@@ -319,11 +523,12 @@ class Propulator:
             travellers = []
             for emigrant in emigrants:
                 traveller = emigrant.copy()
-                traveller.uid = -1
+                traveller.uid = self._mint_uid()
                 traveller.active = True
                 traveller.migration_steps += 1
                 traveller.migration_history += f"-{target}"
                 travellers.append(traveller)
+                self._record(Record.DEPARTED, traveller, home=target)
                 if not policy.pollination:
                     self._population.deactivate(emigrant.uid)
                     departed.append(emigrant.uid)
@@ -337,7 +542,7 @@ class Propulator:
                     f"to island {target}."
                 )
         if departed:
-            self._introduce([], departed)
+            self._introduce([], departed, Record.DEACTIVATED)
 
     def _receive_immigrants(self, debug: int = -1) -> bool:
         messages = self._world_mail.receive(Tag.EMIGRANTS)
@@ -349,7 +554,7 @@ class Propulator:
             for traveller in travellers:
                 traveller.current = self._next_owner
                 self._next_owner = (self._next_owner + 1) % self._island.size
-            self._introduce(travellers, replaced)
+            self._introduce(travellers, replaced, Record.ARRIVED)
             if debug >= 3:
                 log.info(
                     f"Island {self.island_idx}: {len(travellers)} immigrant(s) from island {origin}, "
@@ -373,6 +578,8 @@ class Propulator:
             self._channel.send_stop()
         drain(self._world_mail, lambda: self._receive_immigrants() | self._receive_updates())
         drain(self._island_mail, self._receive_updates)
+        if self._writer is not None:
+            self._writer.close()
         if self._owed_replacements:
             log.warning(
                 f"Island {self.island_idx}: {self._owed_replacements} pollinator(s) found no active "
