@@ -378,14 +378,78 @@ class Checkpoint:
         return sum(info.generation_end for info in self.writers.values())
 
 
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+
+
+def _unreadable(path: Path, why: str) -> CheckpointError:
+    return CheckpointError(
+        f"checkpoint file {path} cannot be read ({why}); it is truncated or corrupted. Move it away to "
+        "resume without its records, or start fresh (resume=False or PROPULATE_RESUME=0)."
+    )
+
+
+def _check_length(path: Path) -> None:
+    """Refuse a file shorter than the end-of-file address its superblock records.
+
+    HDF5 only checks this when a file is opened without SWMR; a SWMR reader instead retries a torn read for
+    minutes, so the check is made here, from the version 2/3 superblock (HDF5 file format specification,
+    section II.A: signature, version, size of offsets, size of lengths, flags, then four addresses).
+    """
+    with open(path, "rb") as handle:
+        head = handle.read(48)
+    if len(head) < 12 or not head.startswith(_HDF5_SIGNATURE):
+        raise _unreadable(path, "no HDF5 signature")
+    version, offset_size = head[8], head[9]
+    if version in (2, 3):
+        start = 12 + 2 * offset_size
+        if len(head) < start + offset_size:
+            raise _unreadable(path, "superblock cut off")
+        end_of_file = int.from_bytes(head[start : start + offset_size], "little")
+        size = path.stat().st_size
+        if size < end_of_file:
+            raise _unreadable(path, f"{size} bytes, but its superblock says {end_of_file}")
+
+
 def _open(path: Path) -> h5py.File:
+    """Open a checkpoint file for reading; a file whose writer died is opened in SWMR mode."""
+    _check_length(path)
+    try:
+        return h5py.File(path, "r", libver="latest")
+    except OSError as err:
+        if "already open for write" not in str(err):
+            raise _unreadable(path, str(err)) from None
+    # The writer did not close the file (killed): SWMR keeps it consistent for a SWMR reader.
     try:
         return h5py.File(path, "r", libver="latest", swmr=True)
     except OSError as err:
-        raise CheckpointError(
-            f"checkpoint file {path} cannot be read ({err}); it is truncated or corrupted. Move it away to "
-            "resume without its records, or start fresh (resume=False or PROPULATE_RESUME=0)."
-        ) from None
+        raise _unreadable(path, str(err)) from None
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """Read everything of one file; any failure becomes a :class:`CheckpointError` naming the file."""
+    handle = _open(path)
+    try:
+        with handle:
+            version = int(handle.attrs.get("format_version", -1))
+            if version != FORMAT_VERSION:
+                raise CheckpointError(
+                    f"checkpoint file {path} has format version {version}; this propulate reads version "
+                    f"{FORMAT_VERSION}"
+                )
+            return {
+                "config": json.loads(handle.attrs["config"]),
+                "position": (
+                    int(handle.attrs["island"]),
+                    int(handle.attrs["island_rank"]),
+                    int(handle.attrs["generation_start"]),
+                ),
+                "resume": handle["resume"][()] if "resume" in handle else None,
+                "records": handle["records"][()],
+                "states": handle["states"][()],
+                "blobs": handle["blobs"][()],
+            }
+    except (OSError, KeyError, ValueError) as err:
+        raise _unreadable(path, f"{type(err).__name__}: {err}") from None
 
 
 def _individual(row: np.void, blobs: np.ndarray, space: SearchSpace) -> Individual | None:
@@ -502,37 +566,22 @@ def load_checkpoint(checkpoint_path: str | Path) -> Checkpoint | None:
         session_writers: dict[tuple[int, int], WriterInfo] = {}
         for writer in sorted(files[session]):
             path = files[session][writer]
-            with _open(path) as handle:
-                version = int(handle.attrs.get("format_version", -1))
-                if version != FORMAT_VERSION:
-                    raise CheckpointError(
-                        f"checkpoint file {path} has format version {version}; this propulate reads "
-                        f"version {FORMAT_VERSION}"
-                    )
-                file_config = json.loads(handle.attrs["config"])
-                space = SearchSpace.of({k: tuple(v) for k, v in file_config["limits"].items()})
-                if replay is None:
-                    replay = _Replay(space)
-                elif space.fingerprint != replay.space.fingerprint:
-                    raise CheckpointError(
-                        f"checkpoint file {path} holds another search space than the others"
-                    )
-                if "resume" in handle:
-                    replay.apply_resume_table(handle["resume"][()])
-                info = WriterInfo(
-                    session,
-                    writer,
-                    int(handle.attrs["island"]),
-                    int(handle.attrs["island_rank"]),
-                    int(handle.attrs["generation_start"]),
-                )
-                blobs = handle["blobs"][()]
-                bred_end = replay.apply(handle["records"][()], blobs, info.island, (session, writer))
-                info.generation_end = max(info.generation_start, bred_end)
-                info.state = _latest_state(handle["states"][()], blobs)
-                session_writers[(info.island, info.island_rank)] = info
-                if writer == 0 or not config:
-                    config = file_config
+            contents = _read(path)
+            file_config = contents["config"]
+            space = SearchSpace.of({k: tuple(v) for k, v in file_config["limits"].items()})
+            if replay is None:
+                replay = _Replay(space)
+            elif space.fingerprint != replay.space.fingerprint:
+                raise CheckpointError(f"checkpoint file {path} holds another search space than the others")
+            if contents["resume"] is not None:
+                replay.apply_resume_table(contents["resume"])
+            info = WriterInfo(session, writer, *contents["position"])
+            bred_end = replay.apply(contents["records"], contents["blobs"], info.island, (session, writer))
+            info.generation_end = max(info.generation_start, bred_end)
+            info.state = _latest_state(contents["states"], contents["blobs"])
+            session_writers[(info.island, info.island_rank)] = info
+            if writer == 0 or not config:
+                config = file_config
         writers = session_writers
     assert replay is not None
     checkpoint = Checkpoint(directory, config, replay.space, writers=writers, sessions=len(files))

@@ -32,6 +32,39 @@ def find_mpiexec() -> str:
     return found
 
 
+def descendants(pid: int) -> list[int]:
+    """Return the pids of every process below ``pid``, deepest first.
+
+    Hydra's proxies and the ranks each start a session of their own, so killing the launcher's process
+    group or session does not reach them.
+    """
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found: list[int] = []
+    stack = [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found[::-1]
+
+
+def kill_job(proc: subprocess.Popen) -> None:
+    """SIGKILL a launched job: the ranks, their proxies and the launcher, as a node failure would."""
+    for pid in [*descendants(proc.pid), proc.pid]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def launch(
     program: str | Path,
     n: int,
@@ -58,7 +91,7 @@ def launch(
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_job(proc)
         out, _ = proc.communicate()
         pytest.fail(f"{' '.join(cmd)} hung for more than {timeout} s; output:\n{out[-5000:]}")
     return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
