@@ -347,8 +347,8 @@ class Checkpoint:
     populations : dict[int, list[Individual]]
         For each island (numbered as in the latest session), its evaluated individuals, active or not.
     pending : dict[int, list[Individual]]
-        For each island, the individuals whose evaluation never finished (interrupted); their ``rank`` is
-        the worker that was evaluating them.
+        For each island, the individuals whose evaluation never finished, with status ``INTERRUPTED``; their
+        ``rank`` is the worker that was evaluating them.
     in_transit : dict[int, list[Individual]]
         Emigrants that left an island but never arrived, by target island.
     writers : dict[tuple[int, int], WriterInfo]
@@ -589,7 +589,8 @@ def load_checkpoint(checkpoint_path: str | Path) -> Checkpoint | None:
         island = replay.residence[uid]
         if uid in replay.in_transit:
             checkpoint.in_transit.setdefault(island, []).append(ind)
-        elif ind.status is Status.PENDING:
+        elif ind.status in (Status.PENDING, Status.INTERRUPTED):
+            ind.status = Status.INTERRUPTED
             checkpoint.pending.setdefault(island, []).append(ind)
         else:
             checkpoint.populations.setdefault(island, []).append(ind)

@@ -421,6 +421,7 @@ class Propulator:
             ind = self._requeue.pop(0) if redo else self._breed()
             if ind.uid < 0:
                 ind.uid = self._mint_uid()
+            ind.status = Status.PENDING
             self._record(Record.STARTED, ind)
             self._evaluate(ind, debug)
             self._introduce(

@@ -29,7 +29,9 @@ Run it from the repository root (``mpiexec`` from the ``mpich`` package, or ``sr
     srun -N 4 --ntasks-per-node=4 --gpus-per-node=4 python tutorials/torch_ddp_example.py --method nccl-slurm
 
 The number of MPI ranks must be a multiple of ``--ranks-per-worker``. Each worker evaluates
-``--generations`` individuals; the log goes to ``<--checkpoint>/torch_ddp.log``.
+``--generations`` individuals in total: progress is checkpointed in ``--checkpoint`` (with the log,
+``torch_ddp.log``), so running the same command again after an interruption resumes the search, also with
+another number of ranks.
 """
 
 from __future__ import annotations
