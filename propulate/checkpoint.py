@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import pickle
 import re
 import threading
@@ -50,7 +49,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from .individual import Individual, Status
+from .individual import Individual, Status, loss_order
 from .space import SearchSpace
 
 __all__ = [
@@ -699,9 +698,7 @@ def plan_resume(checkpoint: Checkpoint, island_counts: Iterable[int], pollinatio
             if pollination:
                 active = [other for other in populations[island] if other.active]
                 if active:
-                    max(
-                        active, key=lambda other: math.inf if math.isnan(other.loss) else other.loss
-                    ).active = False
+                    max(active, key=loss_order).active = False
             populations[island].append(ind)
             delivered += 1
 

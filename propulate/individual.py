@@ -11,7 +11,7 @@ import numpy as np
 
 from .space import SearchSpace
 
-__all__ = ["Individual", "Status"]
+__all__ = ["Individual", "Status", "loss_order"]
 
 
 class Status(IntEnum):
@@ -190,6 +190,11 @@ class Individual(Mapping[str, Any]):
             f"Individual({params} | loss={_fmt(self.loss)}{extra}, island={self.island}, "
             f"worker={self.rank}, generation={self.generation}, active={self.active})"
         )
+
+
+def loss_order(ind: Individual) -> float:
+    """Sort key by loss in which NaN counts as ``inf``: a NaN loss never ranks before a real one."""
+    return math.inf if math.isnan(ind.loss) else ind.loss
 
 
 def _fmt(value: Any) -> str:

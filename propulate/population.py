@@ -8,17 +8,11 @@ dropped lazily when they reach the top. Reading the best ``k`` costs O(k log n);
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable, Iterator
 
-from .individual import Individual
+from .individual import Individual, loss_order
 
 __all__ = ["Population"]
-
-
-def _sort_key(ind: Individual) -> float:
-    # A NaN loss never sorts before a real one.
-    return math.inf if math.isnan(ind.loss) else ind.loss
 
 
 class Population:
@@ -61,7 +55,7 @@ class Population:
         self._members[ind.uid] = ind
         if ind.active:
             self._n_active += 1
-            heapq.heappush(self._heap, (_sort_key(ind), ind.uid, ind))
+            heapq.heappush(self._heap, (loss_order(ind), ind.uid, ind))
 
     def extend(self, inds: Iterable[Individual]) -> None:
         """Store several individuals."""
@@ -100,10 +94,10 @@ class Population:
         """
         chosen: list[Individual] = []
         seen: set[tuple[object, ...]] = set()
-        for ind in sorted(self._members.values(), key=lambda ind: (_sort_key(ind), not ind.active)):
+        for ind in sorted(self._members.values(), key=lambda ind: (loss_order(ind), not ind.active)):
             if len(chosen) == k:
                 break
-            signature = (_sort_key(ind), *ind.values())
+            signature = (loss_order(ind), *ind.values())
             if signature not in seen:
                 seen.add(signature)
                 chosen.append(ind)

@@ -12,7 +12,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..individual import Individual
+from ..individual import Individual, loss_order
 from ..space import SearchSpace
 
 __all__ = [
@@ -227,10 +227,6 @@ class Compose(Propagator):
             p.load_state_dict(state.get(str(i), {}))
 
 
-def _loss_key(ind: Individual) -> float:
-    return float("inf") if ind.loss != ind.loss else ind.loss
-
-
 class _Select(Propagator):
     def __init__(self, offspring: int, rng: random.Random | None = None) -> None:
         super().__init__(-1, _check_count("offspring", offspring, 1), rng)
@@ -253,7 +249,7 @@ class SelectMin(_Select):
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
         self._check_enough(inds)
-        return sorted(inds, key=_loss_key)[: self.offspring]
+        return sorted(inds, key=loss_order)[: self.offspring]
 
     @property
     def breeding_pool(self) -> int | None:  # noqa: D102
@@ -271,7 +267,7 @@ class SelectMax(_Select):
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
         self._check_enough(inds)
-        return sorted(inds, key=_loss_key, reverse=True)[: self.offspring]
+        return sorted(inds, key=loss_order, reverse=True)[: self.offspring]
 
 
 class SelectUniform(_Select):

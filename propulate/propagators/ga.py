@@ -11,7 +11,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from ..individual import Individual
+from ..individual import Individual, loss_order
 from ..space import Kind, SearchSpace
 from .base import Stochastic, _check_count
 
@@ -262,7 +262,7 @@ class CrossoverSigmoid(Stochastic):
         self.temperature = float(temperature)
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
-        better, worse = sorted(inds[:2], key=lambda ind: math.inf if math.isnan(ind.loss) else ind.loss)
+        better, worse = sorted(inds[:2], key=loss_order)
         child = better.child()
         if self.rng.random() < self.probability:
             gap = worse.loss - better.loss
