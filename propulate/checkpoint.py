@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import pickle
 import re
 import threading
@@ -49,6 +50,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from .errors import PropulateError
 from .individual import Individual, Status, loss_order
 from .space import SearchSpace
 
@@ -74,7 +76,7 @@ STATE_DTYPE = np.dtype([("generation", "i8"), ("time", "f8"), ("offset", "i8"), 
 RESUME_DTYPE = np.dtype([("uid", "i8"), ("island", "i4"), ("current", "i4"), ("active", "u1")])
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(PropulateError, RuntimeError):
     """A checkpoint cannot be used: unreadable, of another format, or of another search space."""
 
 
@@ -124,9 +126,13 @@ def make_uid(session: int, writer: int, counter: int) -> int:
 
     Raises
     ------
+    ValueError
+        For a negative argument.
     OverflowError
         Beyond 4,096 sessions, 2**20 writers or 2**31 individuals per writer and session.
     """
+    if min(session, writer, counter) < 0:
+        raise ValueError(f"make_uid: arguments must be >= 0, got {session}, {writer}, {counter}")
     if session >= 1 << _SESSION_BITS or writer >= 1 << _WRITER_BITS or counter >= 1 << _COUNTER_BITS:
         raise OverflowError(f"uid space exhausted: session {session}, writer {writer}, counter {counter}")
     return (session << (_WRITER_BITS + _COUNTER_BITS)) | (writer << _COUNTER_BITS) | counter
@@ -200,10 +206,12 @@ class CheckpointWriter:
             self._file.create_dataset("resume", data=resume_table, dtype=RESUME_DTYPE)
         self._file.flush()
         self._file.swmr_mode = True
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the queue
+        self._flushing = threading.Lock()  # one flush at a time
+        self._last_complaint = -math.inf
         self._pending: list[tuple[Any, ...]] = []
-        self._state: tuple[int, float, dict[str, Any]] | None = None
-        self.seconds = 0.0  # spent flushing, in the background thread
+        self._state: tuple[int, float, bytes] | None = None
+        self.seconds = 0.0  # CPU seconds spent flushing, in the background thread
         self.bytes_written = 0  # bytes appended to the datasets
         self.n_records = 0
         self._stop = threading.Event()
@@ -248,21 +256,48 @@ class CheckpointWriter:
 
     def snapshot(self, generation: int, state: dict[str, Any]) -> None:
         """Remember the writer's state after ``generation``; the next flush stores the latest one."""
+        blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)  # now, not when flushed: a snapshot
         with self._lock:
-            self._state = (generation, time.time(), state)
+            self._state = (generation, time.time(), blob)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            self.flush()
+            try:
+                self.flush()
+            except Exception as err:
+                # Keep the run going (the disk may come back); say so loudly, at most once a minute.
+                if time.monotonic() - self._last_complaint > 60:
+                    self._last_complaint = time.monotonic()
+                    log.error(
+                        f"Checkpoint: writing {self.path} failed, will retry: {type(err).__name__}: {err}"
+                    )
 
     def flush(self) -> None:
-        """Append what is queued and flush the file (thread-safe)."""
-        with self._lock:
-            pending, self._pending = self._pending, []
-            state, self._state = self._state, None
+        """Append what is queued and flush the file (thread-safe).
+
+        Raises
+        ------
+        OSError
+            If the file cannot be written; the queued records are kept for the next attempt.
+        """
+        with self._flushing:
+            with self._lock:
+                pending, self._pending = self._pending, []
+                state, self._state = self._state, None
+            try:
+                self._write(pending, state)
+            except Exception:
+                with self._lock:
+                    self._pending[:0] = pending
+                    if self._state is None:
+                        self._state = state
+                raise
+
+    def _write(self, pending: list[tuple[Any, ...]], state: tuple[int, float, bytes] | None) -> None:
         if not pending and state is None:
             return
-        start = time.perf_counter()
+        # CPU time of this thread: wall-clock time would also count waiting for the GIL held by the loop.
+        start = time.thread_time()
         heap = bytearray()
         base = self._blobs.shape[0]
         rows = np.zeros(len(pending), dtype=self._dtype)
@@ -284,9 +319,8 @@ class CheckpointWriter:
             heap += extra
         state_row = None
         if state is not None:
-            blob = pickle.dumps(state[2], protocol=pickle.HIGHEST_PROTOCOL)
-            state_row = np.array([(state[0], state[1], base + len(heap), len(blob))], dtype=STATE_DTYPE)
-            heap += blob
+            state_row = np.array([(state[0], state[1], base + len(heap), len(state[2]))], dtype=STATE_DTYPE)
+            heap += state[2]
         # Bytes first, then the rows that point at them: a torn flush leaves rows that point past the heap
         # or zeroed rows, and the reader drops both.
         if heap:
@@ -298,7 +332,7 @@ class CheckpointWriter:
         self._file.flush()
         self.bytes_written += len(heap) + rows.nbytes + (0 if state_row is None else state_row.nbytes)
         self.n_records += len(rows)
-        self.seconds += time.perf_counter() - start
+        self.seconds += time.thread_time() - start
 
     @staticmethod
     def _append(dataset: h5py.Dataset, values: np.ndarray) -> None:
@@ -307,11 +341,21 @@ class CheckpointWriter:
         dataset[n:] = values
 
     def close(self) -> None:
-        """Stop the background thread, flush what is left and close the file."""
+        """Stop the background thread, flush what is left and close the file.
+
+        Raises
+        ------
+        CheckpointError
+            If what is left cannot be written.
+        """
         self._stop.set()
         self._thread.join()
-        self.flush()
-        self._file.close()
+        try:
+            self.flush()
+        except Exception as err:
+            raise CheckpointError(f"writing the last records to {self.path} failed: {err}") from err
+        finally:
+            self._file.close()
 
 
 # ------------------------------------------------------------------------------------------------- reading
@@ -346,8 +390,8 @@ class Checkpoint:
     populations : dict[int, list[Individual]]
         For each island (numbered as in the latest session), its evaluated individuals, active or not.
     pending : dict[int, list[Individual]]
-        For each island, the individuals whose evaluation never finished, with status ``INTERRUPTED``; their
-        ``rank`` is the worker that was evaluating them.
+        For each island, the individuals whose evaluation never finished, with status ``INTERRUPTED``; they
+        were bred by worker ``rank`` and are evaluated again by worker ``current``.
     in_transit : dict[int, list[Individual]]
         Emigrants that left an island but never arrived, by target island.
     writers : dict[tuple[int, int], WriterInfo]
@@ -485,6 +529,8 @@ class _Replay:
         self.individuals: dict[int, Individual] = {}
         self.residence: dict[int, int] = {}
         self.in_transit: set[int] = set()
+        # Deactivations recorded before the individual they concern (another writer's file, read later).
+        self.deactivate_later: set[int] = set()
 
     def apply_resume_table(self, table: np.ndarray) -> None:
         for uid, island, current, active in table[["uid", "island", "current", "active"]].tolist():
@@ -522,8 +568,9 @@ class _Replay:
             known = self.individuals.get(ind.uid)
             if known is not None and kind == Record.STARTED and known.status is not Status.PENDING:
                 continue  # a re-evaluation started: keep the finished result until it finishes again
-            if known is not None and not known.active:
+            if (known is not None and not known.active) or ind.uid in self.deactivate_later:
                 ind.active = False
+                self.deactivate_later.discard(ind.uid)
             self.individuals[ind.uid] = ind
             self.residence[ind.uid] = writer_island
             self.in_transit.discard(ind.uid)
@@ -531,6 +578,8 @@ class _Replay:
             ind = self.individuals.get(uid)
             if ind is not None:
                 ind.active = False
+            else:
+                self.deactivate_later.add(uid)
         return generation_end
 
 

@@ -43,6 +43,10 @@ __all__ = ["Propulator"]
 
 log = logging.getLogger("propulate")
 
+# Seconds between snapshots of a worker's state (RNG, propagator) for the checkpoint; the checkpoint
+# writer flushes every 0.25 s and keeps only the latest snapshot.
+_SNAPSHOT_INTERVAL = 0.1
+
 
 def _resume_wanted(resume: bool | None) -> bool:
     if resume is not None:
@@ -186,6 +190,7 @@ class Propulator:
         self._writer: CheckpointWriter | None = None
         self._resume_table: np.ndarray | None = None
         self._requeue: list[Individual] = []
+        self._last_snapshot = -math.inf
         self._worker_size = int(worker_sub_comm.size)
         self._introduced = 0
         self._next_owner = 0
@@ -399,9 +404,12 @@ class Propulator:
         assert self._writer is not None
         self._writer.record(kind, ind, self.island_idx if home is None else home)
 
-    def _snapshot(self) -> None:
-        if self._writer is None:
+    def _snapshot(self, force: bool = False) -> None:
+        """Hand the writer this worker's state; only the latest is written, so at most a few per flush."""
+        now = time.monotonic()
+        if self._writer is None or (not force and now - self._last_snapshot < _SNAPSHOT_INTERVAL):
             return
+        self._last_snapshot = now
         propagator_state = self.propagator.state_dict() if isinstance(self.propagator, Propagator) else {}
         state = {
             "rng": self.rng.getstate(),
@@ -580,6 +588,7 @@ class Propulator:
         drain(self._world_mail, lambda: self._receive_immigrants() | self._receive_updates())
         drain(self._island_mail, self._receive_updates)
         if self._writer is not None:
+            self._snapshot(force=True)
             self._writer.close()
         if self._owed_replacements:
             log.warning(
