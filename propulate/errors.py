@@ -6,7 +6,7 @@ Every error derives from :class:`PropulateError` and also from the builtin that 
 
 from __future__ import annotations
 
-__all__ = ["LayoutError", "PropulateError", "SearchSpaceError"]
+__all__ = ["EvaluationInterrupted", "LayoutError", "PropulateError", "RunAbortedError", "SearchSpaceError"]
 
 
 class PropulateError(Exception):
@@ -19,3 +19,15 @@ class SearchSpaceError(PropulateError, ValueError):
 
 class LayoutError(PropulateError, ValueError):
     """Ranks, workers and islands do not fit together (sizes, divisibility, topology shape)."""
+
+
+class RunAbortedError(PropulateError, RuntimeError):
+    """The run stopped on the first failed evaluation (``on_failure="stop"``); raised on every rank."""
+
+
+class EvaluationInterrupted(BaseException):
+    """Raised inside a running loss function when a stop signal's grace period has run out.
+
+    Derives from ``BaseException``, like ``KeyboardInterrupt``, so that ``except Exception`` in user code does
+    not swallow it.
+    """

@@ -9,9 +9,13 @@ the same individual and the worker's communicator, and the value returned on the
 from __future__ import annotations
 
 import inspect
+import logging
+import math
 import numbers
 import pickle
+import socket
 import time
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +23,11 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from .individual import Individual
+from .errors import EvaluationInterrupted
+from .individual import Individual, Status
 from .mpi.messaging import Backoff
+
+log = logging.getLogger("propulate")
 
 __all__ = ["Evaluation", "Evaluator", "WorkerChannel"]
 
@@ -30,11 +37,27 @@ _TASK = 1
 
 @dataclass(frozen=True)
 class Evaluation:
-    """The outcome of one evaluation: the loss, the other metrics, and the wall-clock period in seconds."""
+    """The outcome of one evaluation.
+
+    Attributes
+    ----------
+    loss : float
+        The loss (NaN when the loss function raised or returned no number).
+    status : Status
+        Completed, failed or interrupted.
+    metrics : dict[str, float]
+        Further numbers the loss function returned.
+    period : float
+        Wall-clock seconds the evaluation took.
+    error : str
+        What went wrong, with the traceback, for a failed evaluation; empty otherwise.
+    """
 
     loss: float
+    status: Status = Status.COMPLETED
     metrics: dict[str, float] = field(default_factory=dict)
     period: float = 0.0
+    error: str = ""
 
 
 def _as_float(value: Any, what: str) -> float:
@@ -130,22 +153,46 @@ class WorkerChannel:
 
 
 class Evaluator:
-    """Calls the loss function for one worker.
+    """Calls the loss function for one worker and turns whatever happens into an :class:`Evaluation`.
+
+    A loss function that raises, returns NaN, returns an infinite loss (unless ``accept_inf``) or returns no
+    number gives a failed evaluation; the run goes on. With a multi-rank worker every rank calls the loss
+    function, and afterwards the worker's ranks agree over the worker's communicator whether all of them
+    succeeded: a failure on any rank fails the evaluation. A rank that failed waits at most
+    ``failure_timeout`` seconds for the others to reach the agreement; if they do not (they are stuck in a
+    collective operation with the failed rank) it aborts the job with a message instead of hanging.
 
     Parameters
     ----------
     loss_fn : callable
         ``loss_fn(params)`` for one-rank workers, ``loss_fn(params, comm)`` for multi-rank workers.
     user_comm : MPI.Comm
-        The worker communicator handed to ``loss_fn`` (the user's, not the library's duplicate).
+        The worker communicator handed to ``loss_fn`` (the user's).
+    worker_comm : MPI.Comm
+        The library's duplicate of it, for the agreement.
+    accept_inf : bool
+        Whether an infinite loss counts as a result (default: it fails the evaluation).
+    failure_timeout : float
+        Seconds a failed rank waits for the agreement before aborting the job.
     """
 
-    def __init__(self, loss_fn: Callable[..., Any], user_comm: MPI.Comm) -> None:
+    def __init__(
+        self,
+        loss_fn: Callable[..., Any],
+        user_comm: MPI.Comm,
+        worker_comm: MPI.Comm | None = None,
+        accept_inf: bool = False,
+        failure_timeout: float = 300.0,
+    ) -> None:
         if not callable(loss_fn):
             raise TypeError(f"loss_fn: expected a callable, got {type(loss_fn).__name__}")
         self.loss_fn = loss_fn
         self.user_comm = user_comm
+        self.worker_comm = worker_comm
         self.multi_rank = user_comm.size > 1
+        self.accept_inf = bool(accept_inf)
+        self.failure_timeout = float(failure_timeout)
+        self.evaluating = False  # read by the stop-signal handler
         if self.multi_rank and not _takes_communicator(loss_fn):
             raise TypeError(
                 "loss_fn: with several ranks per worker it is called as loss_fn(params, comm), "
@@ -153,15 +200,68 @@ class Evaluator:
             )
 
     def __call__(self, ind: Individual) -> Evaluation:
-        """Evaluate ``ind`` on this rank and return the outcome."""
+        """Evaluate ``ind`` on this rank (and agree with the worker's other ranks); never raises."""
         start = time.perf_counter()
-        result = self.loss_fn(ind, self.user_comm) if self.multi_rank else self.loss_fn(ind)
-        loss, metrics = interpret(result)
-        return Evaluation(loss, metrics, time.perf_counter() - start)
+        status, loss, error = Status.COMPLETED, math.nan, ""
+        metrics: dict[str, float] = {}
+        self.evaluating = True
+        try:
+            result = self.loss_fn(ind, self.user_comm) if self.multi_rank else self.loss_fn(ind)
+            loss, metrics = interpret(result)
+        except EvaluationInterrupted:
+            status = Status.INTERRUPTED
+        except Exception:
+            status, error = Status.FAILED, traceback.format_exc()
+        finally:
+            self.evaluating = False
+        if status is Status.COMPLETED and (math.isnan(loss) or (math.isinf(loss) and not self.accept_inf)):
+            status, error = Status.FAILED, f"loss_fn returned a loss of {loss}"
+        if self.multi_rank:
+            status = self.agree(status)
+        return Evaluation(loss, status, metrics, time.perf_counter() - start, error)
 
-    def run_only(self, ind: Individual) -> None:
-        """Sub-ranks: take part in the evaluation of ``ind``; what they return does not count."""
-        result = self.loss_fn(ind, self.user_comm)
-        if isinstance(result, Iterator):
-            for _ in result:
-                pass
+    def agree(self, status: Status) -> Status:
+        """Combine this rank's status with the other ranks' of the worker; collective over the worker.
+
+        Failed on any rank gives failed, else interrupted on any rank gives interrupted, else completed.
+        """
+        assert self.worker_comm is not None
+        mine = np.array([1 << int(status)], dtype=np.int64)
+        seen = np.zeros(1, dtype=np.int64)
+        request = self.worker_comm.Iallreduce(mine, seen, op=MPI.BOR)
+        backoff = Backoff()
+        deadline = time.monotonic() + self.failure_timeout
+        while not request.Test():
+            if status is not Status.COMPLETED and time.monotonic() > deadline:
+                log.critical(
+                    f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: the loss function failed here "
+                    f"and the worker's other ranks did not finish within {self.failure_timeout:.0f} s (stuck "
+                    "in a collective operation with this rank?); aborting the job instead of hanging."
+                )
+                MPI.COMM_WORLD.Abort(1)
+            backoff.wait()
+        for outcome in (Status.FAILED, Status.INTERRUPTED):
+            if int(seen[0]) & (1 << int(outcome)):
+                return outcome
+        return Status.COMPLETED
+
+    def run_only(self, ind: Individual) -> Status:
+        """Sub-ranks: take part in the evaluation of ``ind``; only whether it failed here counts."""
+        status = Status.COMPLETED
+        self.evaluating = True
+        try:
+            result = self.loss_fn(ind, self.user_comm)
+            if isinstance(result, Iterator):
+                for _ in result:
+                    pass
+        except EvaluationInterrupted:
+            status = Status.INTERRUPTED
+        except Exception:
+            status = Status.FAILED
+            log.error(
+                f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}, a sub-rank of its worker: the loss "
+                f"function failed for {ind.params()}:\n{traceback.format_exc()}"
+            )
+        finally:
+            self.evaluating = False
+        return self.agree(status)

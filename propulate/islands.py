@@ -65,6 +65,8 @@ class Islands:
         Continue from the checkpoint in ``checkpoint_path`` (default), or start fresh; see
         :class:`Propulator`. Resuming onto other numbers of ranks, islands or ranks per worker redistributes
         the checkpoint (:func:`propulate.checkpoint.plan_resume`).
+    on_failure, accept_inf, time_limit, grace_period, failure_timeout
+        Failed evaluations, stop signals and wall-clock budgets; see :class:`Propulator`.
 
     Raises
     ------
@@ -91,6 +93,11 @@ class Islands:
         surrogate_factory: Callable[[], Any] | None = None,
         *,
         resume: bool | None = None,
+        on_failure: str = "continue",
+        accept_inf: bool = False,
+        time_limit: float | None = None,
+        grace_period: float = 20.0,
+        failure_timeout: float = 300.0,
     ) -> None:
         if (
             isinstance(migration_probability, bool)
@@ -132,6 +139,11 @@ class Islands:
             immigration_propagator=immigration_propagator,
             pollination=pollination,
             resume=resume,
+            on_failure=on_failure,
+            accept_inf=accept_inf,
+            time_limit=time_limit,
+            grace_period=grace_period,
+            failure_timeout=failure_timeout,
         )
 
     def propulate(self, logging_interval: int = 10, debug: int = 1) -> None:

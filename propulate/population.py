@@ -10,16 +10,25 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterable, Iterator
 
-from .individual import Individual, loss_order
+from .individual import Individual, Status, loss_order
 
 __all__ = ["Population"]
+
+# Individuals without a usable loss: kept and counted, never bred from, selected or summarized.
+_UNUSABLE = (Status.FAILED, Status.INTERRUPTED)
+
+
+def _breedable(ind: Individual) -> bool:
+    return ind.active and ind.status not in _UNUSABLE
 
 
 class Population:
     """All individuals an island's worker knows of, in the order they arrived.
 
     Individuals are identified by their ``uid``. A deactivation may arrive before the individual it
-    concerns (messages from different workers are not ordered); it is then applied on arrival.
+    concerns (messages from different workers are not ordered); it is then applied on arrival. Only
+    completed evaluations take part in breeding, selection and the summary: a failed individual is kept
+    (it counts as evaluated and travels with the population) but never chosen.
     """
 
     def __init__(self) -> None:
@@ -53,7 +62,7 @@ class Population:
             self._pending_deactivation.discard(ind.uid)
             ind.active = False
         self._members[ind.uid] = ind
-        if ind.active:
+        if _breedable(ind):
             self._n_active += 1
             heapq.heappush(self._heap, (loss_order(ind), ind.uid, ind))
 
@@ -69,7 +78,8 @@ class Population:
             self._pending_deactivation.add(uid)
         elif ind.active:
             ind.active = False
-            self._n_active -= 1
+            if ind.status not in _UNUSABLE:
+                self._n_active -= 1
 
     def best(self, k: int) -> list[Individual]:
         """Return the ``k`` active individuals of lowest loss, best first (fewer if fewer exist)."""
@@ -83,8 +93,8 @@ class Population:
         return [entry[2] for entry in best]
 
     def active(self) -> list[Individual]:
-        """Return every active individual, in arrival order (O(n))."""
-        return [ind for ind in self._members.values() if ind.active]
+        """Return every active individual with a usable loss, in arrival order (O(n))."""
+        return [ind for ind in self._members.values() if _breedable(ind)]
 
     def distinct_best(self, k: int) -> list[Individual]:
         """Return up to ``k`` individuals of lowest loss with pairwise different parameters or loss.
@@ -94,7 +104,8 @@ class Population:
         """
         chosen: list[Individual] = []
         seen: set[tuple[object, ...]] = set()
-        for ind in sorted(self._members.values(), key=lambda ind: (loss_order(ind), not ind.active)):
+        completed = (ind for ind in self._members.values() if ind.status not in _UNUSABLE)
+        for ind in sorted(completed, key=lambda ind: (loss_order(ind), not ind.active)):
             if len(chosen) == k:
                 break
             signature = (loss_order(ind), *ind.values())

@@ -13,7 +13,10 @@ import logging
 import math
 import os
 import random
+import signal
+import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +34,7 @@ from .checkpoint import (
     make_uid,
     plan_resume,
 )
+from .errors import EvaluationInterrupted, RunAbortedError
 from .evaluation import Evaluator, WorkerChannel
 from .individual import Individual, Status
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
@@ -127,6 +131,23 @@ class Propulator:
         Continue from the checkpoint in ``checkpoint_path`` if there is one (the default), or start fresh:
         earlier checkpoint files are then moved into a ``previous-<time>`` folder. Default: the environment
         variable ``PROPULATE_RESUME`` (``0`` starts fresh), else resume. Which one happened is logged.
+    on_failure : {"continue", "stop"}
+        What a failed evaluation (the loss function raised, or returned NaN, an infinite loss or no number)
+        does: it is marked failed, logged once with rank, host, parameters and traceback, never selected,
+        and the run goes on (``"continue"``); or every rank stops, writes the checkpoint and raises
+        :class:`propulate.errors.RunAbortedError` (``"stop"``).
+    accept_inf : bool
+        Count an infinite loss as a result instead of a failure.
+    time_limit : float, optional
+        Wall-clock budget of ``propulate()`` in seconds. With SLURM, the job's end time
+        (``SLURM_JOB_END_TIME``) is a budget too. Workers stop breeding early enough to finish their
+        evaluation, drain the messages and write the checkpoint before it runs out.
+    grace_period : float
+        Seconds a running evaluation may go on after a stop signal (SIGTERM, SIGINT, SIGUSR1) before it is
+        interrupted (it is evaluated again on resume). A second SIGINT interrupts at once.
+    failure_timeout : float
+        With multi-rank workers: seconds a rank whose loss function failed waits for the worker's other
+        ranks before it aborts the job (they may be stuck in a collective operation with it).
 
     Raises
     ------
@@ -157,6 +178,11 @@ class Propulator:
         immigration_propagator: type[Propagator] | Propagator = SelectMax,
         pollination: bool = False,
         resume: bool | None = None,
+        on_failure: str = "continue",
+        accept_inf: bool = False,
+        time_limit: float | None = None,
+        grace_period: float = 20.0,
+        failure_timeout: float = 300.0,
     ) -> None:
         self.generations = _check_int("generations", generations, -1)
         if not callable(propagator):
@@ -167,6 +193,18 @@ class Propulator:
             or not (0 <= migration_prob <= 1)
         ):
             raise ValueError(f"migration_prob: expected a number in [0, 1], got {migration_prob!r}")
+        if on_failure not in ("continue", "stop"):
+            raise ValueError(f"on_failure: expected 'continue' or 'stop', got {on_failure!r}")
+        for name, value in (("grace_period", grace_period), ("failure_timeout", failure_timeout)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name}: expected a number of seconds >= 0, got {value!r}")
+        if time_limit is not None and (
+            isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0
+        ):
+            raise ValueError(f"time_limit: expected a number of seconds > 0 or None, got {time_limit!r}")
+        self.on_failure = on_failure
+        self.time_limit = time_limit
+        self.grace_period = float(grace_period)
         self.loss_fn = loss_fn
         self.propagator = propagator
         self.rng = rng if rng is not None else random.Random()
@@ -175,9 +213,8 @@ class Propulator:
         self.propulate_comm = propulate_comm
         self.worker_sub_comm = worker_sub_comm
         self.surrogate_factory = surrogate_factory
-        self.evaluator = Evaluator(loss_fn, worker_sub_comm)
-
         self._worker = worker_sub_comm.Dup()
+        self.evaluator = Evaluator(loss_fn, worker_sub_comm, self._worker, accept_inf, failure_timeout)
         self.is_worker_root = self._worker.rank == 0
         self._channel = WorkerChannel(self._worker)
         self.checkpoint_path = Path(checkpoint_path)
@@ -191,6 +228,11 @@ class Propulator:
         self._resume_table: np.ndarray | None = None
         self._requeue: list[Individual] = []
         self._last_snapshot = -math.inf
+        self._stop_reason: str | None = None  # why this worker stops before its generations are done
+        self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
+        self._signalled: int | None = None  # the stop signal received, set by the signal handler
+        self._deadline = math.inf  # time.monotonic() by which the run must be over
+        self._mean_period = 0.0
         self._worker_size = int(worker_sub_comm.size)
         self._introduced = 0
         self._next_owner = 0
@@ -258,22 +300,112 @@ class Propulator:
         """
         _check_int("logging_interval", logging_interval, 1)
         self.start_time = time.time()
+        self._set_deadline()
         error = self._begin_session() if self.is_worker_root else None
         if self._worker.size > 1:
             error = self._worker.bcast(error, root=0)
         if error is not None:
             raise CheckpointError(error)
-        if self.is_worker_root:
-            self._work(logging_interval, debug)
-        else:
-            self._serve()
+        previous_handlers = self._install_signal_handlers()
+        try:
+            if self.is_worker_root:
+                self._work(logging_interval, debug)
+            else:
+                self._serve()
+        finally:
+            self._restore_signal_handlers(previous_handlers)
+        outcome = (self._abort, self._stop_reason)
         if self._worker.size > 1:
             # Sub-ranks hold their worker's population too, so user code may read it on any rank.
-            members = self._worker.bcast(self.population if self.is_worker_root else None, root=0)
+            members, outcome = self._worker.bcast((self.population, outcome) if self.is_worker_root else None)
             if not self.is_worker_root:
                 self._population = Population()
                 self._population.extend(members)
         _release_torch_group()
+        if outcome[0]:
+            raise RunAbortedError(f"the run stopped on a failed evaluation (on_failure='stop'): {outcome[1]}")
+
+    # -------------------------------------------------------------------------------- stopping early
+
+    def _set_deadline(self) -> None:
+        """Take the earliest of ``time_limit`` and SLURM's job end time as the run's deadline."""
+        now = time.monotonic()
+        deadlines = [math.inf]
+        if self.time_limit is not None:
+            deadlines.append(now + self.time_limit)
+        slurm_end = os.environ.get("SLURM_JOB_END_TIME", "")
+        if slurm_end.isdigit():
+            deadlines.append(now + float(slurm_end) - time.time())
+        self._deadline = min(deadlines)
+        # Time kept back for the last evaluation's end, the drain and the final checkpoint.
+        self._reserve = min(self.grace_period, 0.1 * max(self._deadline - now, 0.0))
+
+    def _out_of_time(self) -> bool:
+        return time.monotonic() + self._mean_period + self._reserve >= self._deadline
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        """Make SIGTERM, SIGINT and SIGUSR1 stop the run gracefully (main thread only)."""
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
+            previous[signum] = signal.signal(signum, self._on_stop_signal)
+        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._on_grace_over)
+        return previous
+
+    @staticmethod
+    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
+        if previous:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    def _on_stop_signal(self, signum: int, frame: object) -> None:
+        if self._signalled is not None:
+            # A second Ctrl-C interrupts at once; launchers may deliver SIGTERM twice (mpiexec and srun
+            # forward it to every rank), so only SIGINT counts twice.
+            if signum == signal.SIGINT and self.evaluator.evaluating:
+                raise EvaluationInterrupted("a second SIGINT")
+            return
+        self._signalled = signum
+        name = signal.Signals(signum).name
+        log.warning(
+            f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: {name} received; stopping: no new "
+            f"evaluations, a running one has {self.grace_period:.0f} s to finish, then the checkpoint is "
+            "written."
+        )
+        if self.evaluator.evaluating:
+            signal.setitimer(signal.ITIMER_REAL, max(self.grace_period, 1e-3))
+
+    def _on_grace_over(self, signum: int, frame: object) -> None:
+        if self.evaluator.evaluating:
+            raise EvaluationInterrupted("the grace period after a stop signal is over")
+
+    def _request_stop(self, reason: str, abort: bool = False) -> None:
+        """Stop this worker and tell every other worker to stop (they finish their running evaluation)."""
+        if self._stop_reason is None:
+            self._stop_reason = reason
+            self._abort = abort
+            others = [r for r in range(self._world.size) if r != self._world.rank]
+            self._world_mail.send((reason, abort), others, Tag.STOP)
+
+    def _receive_stop(self) -> bool:
+        messages = self._world_mail.receive(Tag.STOP)
+        for _, (reason, abort) in messages:
+            if self._stop_reason is None:
+                self._stop_reason = reason
+            self._abort = self._abort or abort
+        return bool(messages)
+
+    def _should_stop(self) -> bool:
+        """Check the stop conditions between two evaluations; start a stop where one holds."""
+        self._receive_stop()
+        if self._stop_reason is None:
+            if self._signalled is not None:
+                self._request_stop(f"{signal.Signals(self._signalled).name} received")
+            elif self._out_of_time():
+                self._request_stop("the time limit is near")
+        return self._stop_reason is not None
 
     def _serve(self) -> None:
         """Sub-ranks of a multi-rank worker: evaluate what the root hands over until it says stop."""
@@ -425,6 +557,8 @@ class Propulator:
         while self._requeue or self.generations == -1 or self.generation < self.generations:
             self._receive_updates()
             self._receive_immigrants(debug)
+            if self._should_stop():
+                break
             redo = bool(self._requeue)
             ind = self._requeue.pop(0) if redo else self._breed()
             if ind.uid < 0:
@@ -432,10 +566,18 @@ class Propulator:
             ind.status = Status.PENDING
             self._record(Record.STARTED, ind)
             self._evaluate(ind, debug)
+            if ind.status is Status.INTERRUPTED:
+                # Left pending in the checkpoint: evaluated again on resume.
+                self._request_stop(self._stop_reason or "an evaluation was interrupted")
+                break
             self._introduce(
                 [ind], self._select_replaced() if self._owed_replacements else [], Record.EVALUATED
             )
-            if self.migration.wants_to_emigrate():
+            if ind.status is Status.FAILED and self.on_failure == "stop":
+                self._request_stop(
+                    f"worker {self.island_rank} of island {self.island_idx} failed", abort=True
+                )
+            if self.migration.wants_to_emigrate() and self._stop_reason is None:
                 self._emigrate(debug)
             if not redo:  # an interrupted evaluation done again does not count as a new generation
                 self.generation += 1
@@ -443,7 +585,11 @@ class Propulator:
             if debug >= 1 and self.island_rank == 0 and self.generation % logging_interval == 0:
                 self._log_progress()
         self._finish()
-        if debug >= 1 and self.island_rank == 0:
+        if self._stop_reason is not None and self.island_rank == 0:
+            log.warning(
+                f"Island {self.island_idx}: stopped early ({self._stop_reason}); {self._status_text()}."
+            )
+        elif debug >= 1 and self.island_rank == 0:
             log.info(f"Island {self.island_idx}: done; {self._status_text()}.")
 
     def _log_progress(self) -> None:
@@ -484,10 +630,19 @@ class Propulator:
             self._channel.send_task(ind)
         outcome = self.evaluator(ind)
         ind.loss = outcome.loss
-        ind.status = Status.COMPLETED
+        ind.status = outcome.status
         ind.metrics = outcome.metrics
         ind.evalperiod = outcome.period
         ind.evaltime = time.time()
+        if outcome.status is Status.COMPLETED:
+            self._mean_period += (outcome.period - self._mean_period) / min(self.generation + 1, 20)
+        elif outcome.status is Status.FAILED:
+            detail = outcome.error or "a rank of this worker failed; see its own log line"
+            log.error(
+                f"Island {self.island_idx}, worker {self.island_rank} (rank {MPI.COMM_WORLD.rank} on "
+                f"{socket.gethostname()}), generation {ind.generation}: the evaluation of {ind.params()} "
+                f"failed:\n{detail}"
+            )
         if debug >= 2:
             log.info(
                 f"Island {self.island_idx}, worker {self.island_rank}, generation {self.generation}: {ind}"
@@ -585,7 +740,10 @@ class Propulator:
         """End of the run: release sub-ranks, then receive every message still in flight."""
         if self._worker.size > 1:
             self._channel.send_stop()
-        drain(self._world_mail, lambda: self._receive_immigrants() | self._receive_updates())
+        drain(
+            self._world_mail,
+            lambda: self._receive_immigrants() | self._receive_updates() | self._receive_stop(),
+        )
         drain(self._island_mail, self._receive_updates)
         if self._writer is not None:
             self._snapshot(force=True)

@@ -28,6 +28,8 @@ class Tag(IntEnum):
     ISLAND_UPDATE = 1
     #: Emigrants on their way to another island (propulate communicator).
     EMIGRANTS = 2
+    #: A request to stop the run early, with its reason (propulate communicator).
+    STOP = 3
 
 
 class Backoff:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -115,13 +116,19 @@ BAD_INPUT = {
     "generations": "generations",
     "migration-probability": "migration_probability",
     "loss-signature": "loss_fn",
+    "on-failure": "on_failure",
+    "time-limit": "time_limit",
+    "grace-period": "grace_period",
+    "mutation-probability": "mutation_prob",
 }
 
 
 @pytest.mark.parametrize("case", sorted(BAD_INPUT))
 def test_bad_input_raises_on_every_rank(mpilaunch, case):
     ranks = 4
+    start = time.monotonic()
     result = mpilaunch("bad_input.py", ranks, case, timeout=60)
+    assert time.monotonic() - start < 30
     assert result.returncode != 0, result.stdout
     # Lines of different ranks may interleave; each report ends with a newline of its own.
     reports = re.findall(r"rank (\d+) raised (\w+): (.*?)(?=rank \d+ raised|\n|$)", result.stdout)

@@ -65,6 +65,14 @@ def build() -> None:
         Propulator(sphere, get_default_propagator(4, good_limits, rng=rng), rng, generations=-2)
     elif case == "migration-probability":
         Islands(sphere, get_default_propagator(4, good_limits, rng=rng), rng, migration_probability=2.0)
+    elif case == "on-failure":
+        Islands(sphere, get_default_propagator(4, good_limits, rng=rng), rng, on_failure="ignore")
+    elif case == "time-limit":
+        Islands(sphere, get_default_propagator(4, good_limits, rng=rng), rng, time_limit=0)
+    elif case == "grace-period":
+        Islands(sphere, get_default_propagator(4, good_limits, rng=rng), rng, grace_period=-1)
+    elif case == "mutation-probability":
+        get_default_propagator(4, good_limits, mutation_prob=-0.1, rng=rng)
     elif case == "loss-signature":
         Islands(lambda params: 0.0, get_default_propagator(4, good_limits, rng=rng), rng, ranks_per_worker=2)
     else:

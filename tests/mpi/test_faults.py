@@ -1,0 +1,159 @@
+"""Failing evaluations, stop requests, signals, time limits and huge messages under mpiexec."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from propulate import Status, load_checkpoint
+
+from .conftest import PROGRAMS, REPO, find_mpiexec, kill_job
+
+pytestmark = pytest.mark.mpi
+
+
+def result_of(output: str) -> dict:
+    line = next(line for line in output.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def faults(mpirun, directory: Path, ranks: int, mode: str, *extra: str, timeout: float = 120) -> dict:
+    args = ["--mode", mode, "--checkpoint", str(directory), *extra]
+    return result_of(mpirun("faults.py", ranks, *args, timeout=timeout).stdout)
+
+
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_failures_on_random_ranks_do_not_stop_the_run(mpirun, tmp_path, ranks):
+    result = faults(mpirun, tmp_path, ranks, "raise", "--generations", "25")
+    assert result["generations"] == [25] * ranks
+    assert result["bred"] == result["evaluations"] == 25 * ranks, (
+        "every evaluation, failed or not, is counted"
+    )
+    assert result["failed"] > 0.1 * result["bred"], result
+    assert result["completed"] + result["failed"] == result["bred"]
+    # NaN and infinite losses never reach the summary, nor do failed individuals.
+    assert result["summary_statuses"] == [int(Status.COMPLETED)]
+    assert all(math.isfinite(loss) for loss in result["summary_losses"])
+    checkpoint = load_checkpoint(tmp_path)
+    failed = [ind for ind in checkpoint.population if ind.status is Status.FAILED]
+    assert len(failed) == result["failed"]
+
+
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_sub_rank_failure_fails_the_evaluation_without_hanging(mpirun, tmp_path, ranks):
+    result = faults(mpirun, tmp_path, ranks, "subrank", "--ranks-per-worker", "2", "--generations", "20")
+    assert result["bred"] == 20 * ranks // 2
+    assert result["failed"] > 0
+
+
+def test_sub_rank_failure_inside_a_collective_takes_the_job_down(mpilaunch, tmp_path):
+    args = ["--mode", "subrank-collective", "--checkpoint", str(tmp_path), "--ranks-per-worker", "2"]
+    start = time.monotonic()
+    result = mpilaunch("faults.py", 4, *args, "--failure-timeout", "3", timeout=60)
+    assert result.returncode != 0
+    assert time.monotonic() - start < 30
+    assert "aborting the job instead of hanging" in result.stdout
+
+
+def test_stop_on_first_failure(mpilaunch, tmp_path):
+    args = [
+        "--mode",
+        "stop-on-failure",
+        "--checkpoint",
+        str(tmp_path),
+        "--generations",
+        "500",
+        "--sleep",
+        "0.01",
+    ]
+    start = time.monotonic()
+    result = mpilaunch("faults.py", 4, *args, timeout=60)
+    assert result.returncode != 0
+    assert time.monotonic() - start < 30
+    assert result.stdout.count("RunAbortedError: the run stopped on a failed evaluation") == 4, result.stdout
+    checkpoint = load_checkpoint(tmp_path)
+    assert [ind.status for ind in checkpoint.population].count(Status.FAILED) == 1
+    assert not checkpoint.pending, "every started evaluation finished before the stop"
+
+
+def launch_background(directory: Path, *extra: str) -> subprocess.Popen:
+    cmd = [find_mpiexec(), "-n", "4", sys.executable, str(PROGRAMS / "faults.py"), "--mode", "sleep"]
+    cmd += ["--checkpoint", str(directory), "--generations", "-1", *extra]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def stop_with_sigterm(
+    proc: subprocess.Popen, directory: Path, after: float, limit: float
+) -> tuple[str, float]:
+    """Send SIGTERM ``after`` seconds into the first evaluation of every rank; return output and delay."""
+    deadline = time.monotonic() + 60
+    while len(list(directory.glob("evaluating-*"))) < 4:
+        if time.monotonic() > deadline or proc.poll() is not None:
+            kill_job(proc)
+            pytest.fail("the job did not start evaluating")
+        time.sleep(0.05)
+    time.sleep(after)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGTERM)  # to the launcher, which forwards it to every rank
+    try:
+        out, _ = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        kill_job(proc)
+        pytest.fail("the job did not stop after SIGTERM")
+    return out, time.monotonic() - sent
+
+
+def test_sigterm_stops_cleanly_and_the_run_resumes(mpirun, tmp_path):
+    proc = launch_background(tmp_path, "--sleep", "0.3", "--grace", "5")
+    out, took = stop_with_sigterm(proc, tmp_path, after=3.0, limit=20)
+    assert proc.returncode == 0, out
+    assert took < 5 + 2, "running evaluations finish within the grace period"
+    assert "stopped early (SIGTERM received)" in out
+    checkpoint = load_checkpoint(tmp_path)
+    assert not checkpoint.pending, "0.3 s evaluations finish within a 5 s grace period"
+    done = [info.generation_end for info in checkpoint.writers.values()]
+    target = max(done) + 2
+    result = faults(mpirun, tmp_path, 4, "sleep", "--generations", str(target))
+    assert result["generations"] == [target] * 4
+    bred = [ind for ind in load_checkpoint(tmp_path).population if ind.migration_steps == 0]
+    assert len(bred) == 4 * target
+
+
+def test_grace_period_interrupts_long_evaluations(mpirun, tmp_path):
+    proc = launch_background(tmp_path, "--sleep", "8", "--grace", "0.5")
+    out, took = stop_with_sigterm(proc, tmp_path, after=1.0, limit=20)
+    assert proc.returncode == 0, out
+    assert took < 5, "an 8 s evaluation is interrupted after the 0.5 s grace period"
+    checkpoint = load_checkpoint(tmp_path)
+    interrupted = [ind for inds in checkpoint.pending.values() for ind in inds]
+    assert interrupted and all(ind.status is Status.INTERRUPTED for ind in interrupted)
+    done = [info.generation_end for info in checkpoint.writers.values()]
+    result = faults(mpirun, tmp_path, 4, "sleep", "--generations", str(max(done)))
+    assert result["evaluations"] >= len(interrupted), "interrupted evaluations are done again on resume"
+    checkpoint = load_checkpoint(tmp_path)
+    assert not checkpoint.pending
+    assert len([ind for ind in checkpoint.population if ind.migration_steps == 0]) == 4 * max(done)
+
+
+def test_time_limit_stops_an_endless_run(mpirun, tmp_path):
+    start = time.monotonic()
+    args = ["--generations", "-1", "--sleep", "0.05", "--time-limit", "10"]
+    result = faults(mpirun, tmp_path, 4, "sleep", *args, timeout=60)
+    assert 8.0 < result["elapsed"] <= 10.0
+    assert time.monotonic() - start < 20
+    assert result["completed"] == result["bred"] > 0
+    assert not load_checkpoint(tmp_path).pending
+
+
+def test_ten_megabyte_individuals_at_eight_ranks(mpirun, tmp_path):
+    result = faults(mpirun, tmp_path, 8, "big", "--generations", "3", timeout=180)
+    assert result["bred"] == 24 and result["completed"] == 24
