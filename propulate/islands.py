@@ -15,6 +15,7 @@ from .migration import check_topology
 from .mpi.layout import build_layout
 from .propagators.base import Propagator, SelectMax, SelectMin
 from .propulator import Propulator
+from .validation import check_probability
 
 __all__ = ["Islands"]
 
@@ -99,14 +100,7 @@ class Islands:
         grace_period: float = 20.0,
         failure_timeout: float = 300.0,
     ) -> None:
-        if (
-            isinstance(migration_probability, bool)
-            or not isinstance(migration_probability, (int, float))
-            or not (0 <= migration_probability <= 1)
-        ):
-            raise ValueError(
-                f"migration_probability: expected a number in [0, 1], got {migration_probability!r}"
-            )
+        check_probability("migration_probability", migration_probability)
         world = MPI.COMM_WORLD
         layout = build_layout(world, ranks_per_worker, num_islands, island_sizes)
         num_islands = len(layout.island_counts)

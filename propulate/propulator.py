@@ -42,6 +42,7 @@ from .mpi.messaging import Mailbox, Tag, drain
 from .population import Population
 from .propagators.base import Propagator, SelectMax, SelectMin, as_list
 from .space import SearchSpace
+from .validation import check_int, check_probability, check_seconds
 
 __all__ = ["Propulator"]
 
@@ -75,12 +76,6 @@ def _find_space(obj: object, depth: int = 0) -> SearchSpace | None:
         if found is not None:
             return found
     return None
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name}: expected an int >= {minimum}, got {value!r}")
-    return int(value)
 
 
 class Propulator:
@@ -184,24 +179,16 @@ class Propulator:
         grace_period: float = 20.0,
         failure_timeout: float = 300.0,
     ) -> None:
-        self.generations = _check_int("generations", generations, -1)
+        self.generations = check_int("generations", generations, -1)
         if not callable(propagator):
             raise TypeError(f"propagator: expected a Propagator, got {type(propagator).__name__}")
-        if (
-            isinstance(migration_prob, bool)
-            or not isinstance(migration_prob, (int, float))
-            or not (0 <= migration_prob <= 1)
-        ):
-            raise ValueError(f"migration_prob: expected a number in [0, 1], got {migration_prob!r}")
+        check_probability("migration_prob", migration_prob)
         if on_failure not in ("continue", "stop"):
             raise ValueError(f"on_failure: expected 'continue' or 'stop', got {on_failure!r}")
-        for name, value in (("grace_period", grace_period), ("failure_timeout", failure_timeout)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-                raise ValueError(f"{name}: expected a number of seconds >= 0, got {value!r}")
-        if time_limit is not None and (
-            isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or not time_limit > 0
-        ):
-            raise ValueError(f"time_limit: expected a number of seconds > 0 or None, got {time_limit!r}")
+        check_seconds("grace_period", grace_period)
+        check_seconds("failure_timeout", failure_timeout)
+        if time_limit is not None:
+            check_seconds("time_limit", time_limit, positive=True)
         self.on_failure = on_failure
         self.time_limit = time_limit
         self.grace_period = float(grace_period)
@@ -298,7 +285,7 @@ class Propulator:
         ValueError
             If ``logging_interval`` is not a positive int.
         """
-        _check_int("logging_interval", logging_interval, 1)
+        check_int("logging_interval", logging_interval, 1)
         self.start_time = time.time()
         self._set_deadline()
         error = self._begin_session() if self.is_worker_root else None
@@ -777,7 +764,7 @@ class Propulator:
         ValueError
             If ``top_n`` is not a non-negative int (on every rank).
         """
-        _check_int("top_n", top_n, 0)
+        check_int("top_n", top_n, 0)
         gathered: list[list[Individual]] | None = None
         if self.is_worker_root:
             gathered = self._world.allgather(self._population.distinct_best(top_n))

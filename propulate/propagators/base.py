@@ -14,6 +14,7 @@ from typing import Any
 
 from ..individual import Individual, loss_order
 from ..space import SearchSpace
+from ..validation import check_int, check_probability
 
 __all__ = [
     "Compose",
@@ -25,23 +26,6 @@ __all__ = [
     "SelectUniform",
     "Stochastic",
 ]
-
-
-def _check_count(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        allowed = "-1 (all) or a positive int" if minimum == -1 else f"an int >= {minimum}"
-        raise ValueError(f"{name}: expected {allowed}, got {value!r}")
-    return value
-
-
-def _check_probability(probability: object) -> float:
-    if (
-        isinstance(probability, bool)
-        or not isinstance(probability, (int, float))
-        or not 0 <= probability <= 1
-    ):
-        raise ValueError(f"probability: expected a number in [0, 1], got {probability!r}")
-    return float(probability)
 
 
 def as_list(result: Individual | Sequence[Individual]) -> list[Individual]:
@@ -75,8 +59,8 @@ class Propagator:
     """
 
     def __init__(self, parents: int = 0, offspring: int = 0, rng: random.Random | None = None) -> None:
-        self.parents = _check_count("parents", parents, -1)
-        self.offspring = _check_count("offspring", offspring, -1)
+        self.parents = check_int("parents", parents, -1, "-1 (all) or a positive int")
+        self.offspring = check_int("offspring", offspring, -1, "-1 (all) or a positive int")
         if offspring == 0:
             raise ValueError("offspring: a propagator has to return at least one individual, got 0")
         self.rng = rng if rng is not None else random.Random()
@@ -136,7 +120,7 @@ class Stochastic(Propagator):
         self, parents: int = 0, offspring: int = 0, probability: float = 1.0, rng: random.Random | None = None
     ) -> None:
         super().__init__(parents, offspring, rng)
-        self.probability = _check_probability(probability)
+        self.probability = check_probability("probability", probability)
 
 
 class Conditional(Propagator):
@@ -161,7 +145,7 @@ class Conditional(Propagator):
         offspring: int = -1,
     ) -> None:
         super().__init__(parents, offspring)
-        self.pop_size = _check_count("pop_size", pop_size, 1)
+        self.pop_size = check_int("pop_size", pop_size, 1)
         self.true_prop = true_prop
         self.false_prop = false_prop
 
@@ -229,7 +213,7 @@ class Compose(Propagator):
 
 class _Select(Propagator):
     def __init__(self, offspring: int, rng: random.Random | None = None) -> None:
-        super().__init__(-1, _check_count("offspring", offspring, 1), rng)
+        super().__init__(-1, check_int("offspring", offspring, 1), rng)
 
     def _check_enough(self, inds: list[Individual]) -> None:
         if len(inds) < self.offspring:

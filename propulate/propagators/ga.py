@@ -13,7 +13,8 @@ from typing import Any
 
 from ..individual import Individual, loss_order
 from ..space import Kind, SearchSpace
-from .base import Stochastic, _check_count
+from ..validation import check_int
+from .base import Stochastic
 
 __all__ = [
     "CrossoverMultiple",
@@ -54,7 +55,7 @@ class PointMutation(Stochastic):
     ) -> None:
         super().__init__(1, 1, probability, rng)
         self.space = SearchSpace.of(limits)
-        self.points = _check_count("points", points, 1)
+        self.points = check_int("points", points, 1)
         if points > len(self.space.parameters):
             raise ValueError(f"points: cannot mutate {points} of {len(self.space.parameters)} parameters")
 
@@ -97,8 +98,8 @@ class RandomPointMutation(PointMutation):
         probability: float = 1.0,
         rng: random.Random | None = None,
     ) -> None:
-        super().__init__(limits, _check_count("max_points", max_points, 1), probability, rng)
-        self.min_points = _check_count("min_points", min_points, 1)
+        super().__init__(limits, check_int("max_points", max_points, 1), probability, rng)
+        self.min_points = check_int("min_points", min_points, 1)
         if min_points > max_points:
             raise ValueError(f"min_points: must not exceed max_points={max_points}, got {min_points}")
         self.max_points = max_points
@@ -145,7 +146,7 @@ class IntervalMutationNormal(Stochastic):
         if not (isinstance(sigma_factor, (int, float)) and sigma_factor > 0 and math.isfinite(sigma_factor)):
             raise ValueError(f"sigma_factor: expected a positive number, got {sigma_factor!r}")
         self.sigma_factor = float(sigma_factor)
-        self.points = _check_count("points", points, 1)
+        self.points = check_int("points", points, 1)
         if points > len(self.floats):
             raise ValueError(
                 f"points: the search space has {len(self.floats)} float parameter(s), cannot mutate {points}"

@@ -23,6 +23,7 @@ from ..propagators import (
     SelectUniform,
 )
 from ..space import SearchSpace
+from ..validation import check_int, check_probability
 
 __all__ = ["get_default_propagator", "set_logger_config"]
 
@@ -66,21 +67,10 @@ def get_default_propagator(
     ValueError
         If ``pop_size`` < 2, a probability is outside [0, 1], or ``limits`` is invalid.
     """
-    if isinstance(pop_size, bool) or not isinstance(pop_size, int) or pop_size < 2:
-        raise ValueError(
-            f"pop_size: expected an int >= 2 (the crossover needs two parents), got {pop_size!r}"
-        )
-    for name, probability in (
-        ("crossover_prob", crossover_prob),
-        ("mutation_prob", mutation_prob),
-        ("random_init_prob", random_init_prob),
-    ):
-        if (
-            isinstance(probability, bool)
-            or not isinstance(probability, (int, float))
-            or not 0 <= probability <= 1
-        ):
-            raise ValueError(f"{name}: expected a probability in [0, 1], got {probability!r}")
+    check_int("pop_size", pop_size, 2, "an int >= 2 (the crossover needs two parents)")
+    check_probability("crossover_prob", crossover_prob)
+    check_probability("mutation_prob", mutation_prob)
+    check_probability("random_init_prob", random_init_prob)
     space = SearchSpace.of(limits)
     rng = rng if rng is not None else random.Random()
     steps: list[Propagator] = [

@@ -1,0 +1,54 @@
+"""Checks at the public boundary: a ``ValueError`` that names the argument and what it may be."""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+__all__ = ["check_int", "check_probability", "check_seconds"]
+
+
+def check_int(name: str, value: object, minimum: int, allowed: str | None = None) -> int:
+    """Return ``value`` as an int if it is one (not a bool) and at least ``minimum``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and ``allowed`` (default: "an int >= minimum").
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name}: expected {allowed or f'an int >= {minimum}'}, got {value!r}")
+    return int(value)
+
+
+def check_probability(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a number in [0, 1].
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= float(value) <= 1:
+        raise ValueError(f"{name}: expected a probability in [0, 1], got {value!r}")
+    return float(value)
+
+
+def check_seconds(name: str, value: object, positive: bool = False) -> float:
+    """Return ``value`` as a float if it is a finite number of seconds, >= 0 (or > 0 with ``positive``).
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(float(value))
+        or float(value) < 0
+        or (positive and float(value) == 0)
+    ):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name}: expected a number of seconds {bound}, got {value!r}")
+    return float(value)
