@@ -97,7 +97,7 @@ class Islands:
         on_failure: str = "continue",
         accept_inf: bool = False,
         time_limit: float | None = None,
-        grace_period: float = 20.0,
+        grace_period: float | None = None,
         failure_timeout: float = 300.0,
     ) -> None:
         check_probability("migration_probability", migration_probability)

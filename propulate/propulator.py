@@ -53,6 +53,16 @@ log = logging.getLogger("propulate")
 _SNAPSHOT_INTERVAL = 0.1
 
 
+def _seconds_from_environment(name: str, default: float | None) -> float | None:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError(f"{name}: expected a number of seconds, got {value!r}") from None
+
+
 def _resume_wanted(resume: bool | None) -> bool:
     if resume is not None:
         return bool(resume)
@@ -134,12 +144,14 @@ class Propulator:
     accept_inf : bool
         Count an infinite loss as a result instead of a failure.
     time_limit : float, optional
-        Wall-clock budget of ``propulate()`` in seconds. With SLURM, the job's end time
-        (``SLURM_JOB_END_TIME``) is a budget too. Workers stop breeding early enough to finish their
-        evaluation, drain the messages and write the checkpoint before it runs out.
-    grace_period : float
+        Wall-clock budget of ``propulate()`` in seconds (default: the environment variable
+        ``PROPULATE_TIME_LIMIT``, else none). With SLURM, the job's end time (``SLURM_JOB_END_TIME``) is a
+        budget too. Workers stop breeding early enough to finish their evaluation, drain the messages and
+        write the checkpoint before it runs out.
+    grace_period : float, optional
         Seconds a running evaluation may go on after a stop signal (SIGTERM, SIGINT, SIGUSR1) before it is
-        interrupted (it is evaluated again on resume). A second SIGINT interrupts at once.
+        interrupted (it is evaluated again on resume); default ``PROPULATE_GRACE_PERIOD``, else 20. A second
+        SIGINT interrupts at once.
     failure_timeout : float
         With multi-rank workers: seconds a rank whose loss function failed waits for the worker's other
         ranks before it aborts the job (they may be stuck in a collective operation with it).
@@ -176,7 +188,7 @@ class Propulator:
         on_failure: str = "continue",
         accept_inf: bool = False,
         time_limit: float | None = None,
-        grace_period: float = 20.0,
+        grace_period: float | None = None,
         failure_timeout: float = 300.0,
     ) -> None:
         self.generations = check_int("generations", generations, -1)
@@ -185,6 +197,11 @@ class Propulator:
         check_probability("migration_prob", migration_prob)
         if on_failure not in ("continue", "stop"):
             raise ValueError(f"on_failure: expected 'continue' or 'stop', got {on_failure!r}")
+        # Batch scripts set these without touching the Python script.
+        if grace_period is None:
+            grace_period = _seconds_from_environment("PROPULATE_GRACE_PERIOD", 20.0) or 0.0
+        if time_limit is None:
+            time_limit = _seconds_from_environment("PROPULATE_TIME_LIMIT", None)
         check_seconds("grace_period", grace_period)
         check_seconds("failure_timeout", failure_timeout)
         if time_limit is not None:
