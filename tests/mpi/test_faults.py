@@ -63,7 +63,8 @@ def test_sub_rank_failure_inside_a_collective_takes_the_job_down(mpilaunch, tmp_
     assert "aborting the job instead of hanging" in result.stdout
 
 
-def test_stop_on_first_failure(mpilaunch, tmp_path):
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_stop_on_first_failure(mpilaunch, tmp_path, ranks):
     args = [
         "--mode",
         "stop-on-failure",
@@ -75,28 +76,29 @@ def test_stop_on_first_failure(mpilaunch, tmp_path):
         "0.01",
     ]
     start = time.monotonic()
-    result = mpilaunch("faults.py", 4, *args, timeout=60)
+    result = mpilaunch("faults.py", ranks, *args, timeout=60)
     assert result.returncode != 0
     assert time.monotonic() - start < 30
-    assert result.stdout.count("RunAbortedError: the run stopped on a failed evaluation") == 4, result.stdout
+    aborted = result.stdout.count("RunAbortedError: the run stopped on a failed evaluation")
+    assert aborted == ranks, result.stdout
     checkpoint = load_checkpoint(tmp_path)
     assert [ind.status for ind in checkpoint.population].count(Status.FAILED) == 1
     assert not checkpoint.pending, "every started evaluation finished before the stop"
 
 
-def launch_background(directory: Path, *extra: str) -> subprocess.Popen:
-    cmd = [find_mpiexec(), "-n", "4", sys.executable, str(PROGRAMS / "faults.py"), "--mode", "sleep"]
+def launch_background(directory: Path, ranks: int, *extra: str) -> subprocess.Popen:
+    cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(PROGRAMS / "faults.py"), "--mode", "sleep"]
     cmd += ["--checkpoint", str(directory), "--generations", "-1", *extra]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
 
 
 def stop_with_sigterm(
-    proc: subprocess.Popen, directory: Path, after: float, limit: float
+    proc: subprocess.Popen, directory: Path, ranks: int, after: float, limit: float
 ) -> tuple[str, float]:
     """Send SIGTERM ``after`` seconds into the first evaluation of every rank; return output and delay."""
     deadline = time.monotonic() + 60
-    while len(list(directory.glob("evaluating-*"))) < 4:
+    while len(list(directory.glob("evaluating-*"))) < ranks:
         if time.monotonic() > deadline or proc.poll() is not None:
             kill_job(proc)
             pytest.fail("the job did not start evaluating")
@@ -112,9 +114,10 @@ def stop_with_sigterm(
     return out, time.monotonic() - sent
 
 
-def test_sigterm_stops_cleanly_and_the_run_resumes(mpirun, tmp_path):
-    proc = launch_background(tmp_path, "--sleep", "0.3", "--grace", "5")
-    out, took = stop_with_sigterm(proc, tmp_path, after=3.0, limit=20)
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_sigterm_stops_cleanly_and_the_run_resumes(mpirun, tmp_path, ranks):
+    proc = launch_background(tmp_path, ranks, "--sleep", "0.3", "--grace", "5")
+    out, took = stop_with_sigterm(proc, tmp_path, ranks, after=3.0, limit=20)
     assert proc.returncode == 0, out
     assert took < 5 + 2, "running evaluations finish within the grace period"
     assert "stopped early (SIGTERM received)" in out
@@ -122,15 +125,15 @@ def test_sigterm_stops_cleanly_and_the_run_resumes(mpirun, tmp_path):
     assert not checkpoint.pending, "0.3 s evaluations finish within a 5 s grace period"
     done = [info.generation_end for info in checkpoint.writers.values()]
     target = max(done) + 2
-    result = faults(mpirun, tmp_path, 4, "sleep", "--generations", str(target))
-    assert result["generations"] == [target] * 4
+    result = faults(mpirun, tmp_path, ranks, "sleep", "--generations", str(target))
+    assert result["generations"] == [target] * ranks
     bred = [ind for ind in load_checkpoint(tmp_path).population if ind.migration_steps == 0]
-    assert len(bred) == 4 * target
+    assert len(bred) == ranks * target
 
 
 def test_grace_period_interrupts_long_evaluations(mpirun, tmp_path):
-    proc = launch_background(tmp_path, "--sleep", "8", "--grace", "0.5")
-    out, took = stop_with_sigterm(proc, tmp_path, after=1.0, limit=20)
+    proc = launch_background(tmp_path, 4, "--sleep", "8", "--grace", "0.5")
+    out, took = stop_with_sigterm(proc, tmp_path, 4, after=1.0, limit=20)
     assert proc.returncode == 0, out
     assert took < 5, "an 8 s evaluation is interrupted after the 0.5 s grace period"
     checkpoint = load_checkpoint(tmp_path)
@@ -144,10 +147,11 @@ def test_grace_period_interrupts_long_evaluations(mpirun, tmp_path):
     assert len([ind for ind in checkpoint.population if ind.migration_steps == 0]) == 4 * max(done)
 
 
-def test_time_limit_stops_an_endless_run(mpirun, tmp_path):
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_time_limit_stops_an_endless_run(mpirun, tmp_path, ranks):
     start = time.monotonic()
     args = ["--generations", "-1", "--sleep", "0.05", "--time-limit", "10"]
-    result = faults(mpirun, tmp_path, 4, "sleep", *args, timeout=60)
+    result = faults(mpirun, tmp_path, ranks, "sleep", *args, timeout=60)
     assert 8.0 < result["elapsed"] <= 10.0
     assert time.monotonic() - start < 20
     assert result["completed"] == result["bred"] > 0
