@@ -425,6 +425,8 @@ class Propulator:
         its island's population, its generation counter, its interrupted evaluations and (same layout) its
         RNG and propagator state. Returns an error message, the same on every worker root, or ``None``.
         """
+        if isinstance(self.propagator, Propagator):
+            self.propagator.bind(self.island_rank)
         space = _find_space(self.propagator)
         header: dict[str, Any] | None = None
         payloads: list[dict[str, Any]] | None = None

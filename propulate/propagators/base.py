@@ -89,6 +89,13 @@ class Propagator:
         """
         return None
 
+    def bind(self, island_rank: int) -> None:
+        """Learn which worker of its island this propagator breeds for.
+
+        Called by the loop before the first breeding, with the worker's rank in its island (not the MPI
+        world rank). Propagators that keep one particle or vertex per worker use it; the default ignores it.
+        """
+
     def state_dict(self) -> dict[str, Any]:
         """Return the state to checkpoint (none by default)."""
         return {}
@@ -160,6 +167,10 @@ class Conditional(Propagator):
             return None
         return max(self.pop_size, *pools)  # type: ignore[type-var]
 
+    def bind(self, island_rank: int) -> None:  # noqa: D102
+        self.true_prop.bind(island_rank)
+        self.false_prop.bind(island_rank)
+
     def state_dict(self) -> dict[str, Any]:  # noqa: D102
         return {"true_prop": self.true_prop.state_dict(), "false_prop": self.false_prop.state_dict()}
 
@@ -202,6 +213,10 @@ class Compose(Propagator):
     @property
     def breeding_pool(self) -> int | None:  # noqa: D102
         return self.propagators[0].breeding_pool
+
+    def bind(self, island_rank: int) -> None:  # noqa: D102
+        for propagator in self.propagators:
+            propagator.bind(island_rank)
 
     def state_dict(self) -> dict[str, Any]:  # noqa: D102
         return {str(i): p.state_dict() for i, p in enumerate(self.propagators)}
