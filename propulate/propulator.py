@@ -13,10 +13,8 @@ import logging
 import math
 import os
 import random
-import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,9 +32,10 @@ from .checkpoint import (
     make_uid,
     plan_resume,
 )
-from .errors import EvaluationInterrupted, RunAbortedError
+from .errors import RunAbortedError
 from .evaluation import Evaluator, WorkerChannel
 from .individual import Individual, Status
+from .lifecycle import StopConditions, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.messaging import Mailbox, Tag, drain
 from .population import Population
@@ -51,16 +50,6 @@ log = logging.getLogger("propulate")
 # Seconds between snapshots of a worker's state (RNG, propagator) for the checkpoint; the checkpoint
 # writer flushes every 0.25 s and keeps only the latest snapshot.
 _SNAPSHOT_INTERVAL = 0.1
-
-
-def _seconds_from_environment(name: str, default: float | None) -> float | None:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{name}: expected a number of seconds, got {value!r}") from None
 
 
 def _resume_wanted(resume: bool | None) -> bool:
@@ -199,9 +188,9 @@ class Propulator:
             raise ValueError(f"on_failure: expected 'continue' or 'stop', got {on_failure!r}")
         # Batch scripts set these without touching the Python script.
         if grace_period is None:
-            grace_period = _seconds_from_environment("PROPULATE_GRACE_PERIOD", 20.0) or 0.0
+            grace_period = seconds_from_environment("PROPULATE_GRACE_PERIOD", 20.0) or 0.0
         if time_limit is None:
-            time_limit = _seconds_from_environment("PROPULATE_TIME_LIMIT", None)
+            time_limit = seconds_from_environment("PROPULATE_TIME_LIMIT", None)
         check_seconds("grace_period", grace_period)
         check_seconds("failure_timeout", failure_timeout)
         if time_limit is not None:
@@ -234,9 +223,10 @@ class Propulator:
         self._last_snapshot = -math.inf
         self._stop_reason: str | None = None  # why this worker stops before its generations are done
         self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
-        self._signalled: int | None = None  # the stop signal received, set by the signal handler
-        self._deadline = math.inf  # time.monotonic() by which the run must be over
-        self._mean_period = 0.0
+        self._stop_conditions = StopConditions(
+            lambda: self.evaluator.evaluating, self.grace_period, time_limit
+        )
+        self._mean_period = 0.0  # running mean of this worker's evaluation time, seconds
         self._worker_size = int(worker_sub_comm.size)
         self._introduced = 0
         self._next_owner = 0
@@ -304,20 +294,16 @@ class Propulator:
         """
         check_int("logging_interval", logging_interval, 1)
         self.start_time = time.time()
-        self._set_deadline()
         error = self._begin_session() if self.is_worker_root else None
         if self._worker.size > 1:
             error = self._worker.bcast(error, root=0)
         if error is not None:
             raise CheckpointError(error)
-        previous_handlers = self._install_signal_handlers()
-        try:
+        with self._stop_conditions:
             if self.is_worker_root:
                 self._work(logging_interval, debug)
             else:
                 self._serve()
-        finally:
-            self._restore_signal_handlers(previous_handlers)
         outcome = (self._abort, self._stop_reason)
         if self._worker.size > 1:
             # Sub-ranks hold their worker's population too, so user code may read it on any rank.
@@ -330,60 +316,6 @@ class Propulator:
             raise RunAbortedError(f"the run stopped on a failed evaluation (on_failure='stop'): {outcome[1]}")
 
     # -------------------------------------------------------------------------------- stopping early
-
-    def _set_deadline(self) -> None:
-        """Take the earliest of ``time_limit`` and SLURM's job end time as the run's deadline."""
-        now = time.monotonic()
-        deadlines = [math.inf]
-        if self.time_limit is not None:
-            deadlines.append(now + self.time_limit)
-        slurm_end = os.environ.get("SLURM_JOB_END_TIME", "")
-        if slurm_end.isdigit():
-            deadlines.append(now + float(slurm_end) - time.time())
-        self._deadline = min(deadlines)
-        # Time kept back for the last evaluation's end, the drain and the final checkpoint.
-        self._reserve = min(self.grace_period, 0.1 * max(self._deadline - now, 0.0))
-
-    def _out_of_time(self) -> bool:
-        return time.monotonic() + self._mean_period + self._reserve >= self._deadline
-
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        """Make SIGTERM, SIGINT and SIGUSR1 stop the run gracefully (main thread only)."""
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        previous: dict[int, Any] = {}
-        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1):
-            previous[signum] = signal.signal(signum, self._on_stop_signal)
-        previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, self._on_grace_over)
-        return previous
-
-    @staticmethod
-    def _restore_signal_handlers(previous: dict[int, Any]) -> None:
-        if previous:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-
-    def _on_stop_signal(self, signum: int, frame: object) -> None:
-        if self._signalled is not None:
-            # A second Ctrl-C interrupts at once; launchers may deliver SIGTERM twice (mpiexec and srun
-            # forward it to every rank), so only SIGINT counts twice.
-            if signum == signal.SIGINT and self.evaluator.evaluating:
-                raise EvaluationInterrupted("a second SIGINT")
-            return
-        self._signalled = signum
-        name = signal.Signals(signum).name
-        log.warning(
-            f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: {name} received; stopping: no new "
-            f"evaluations, a running one has {self.grace_period:.0f} s to finish, then the checkpoint is "
-            "written."
-        )
-        if self.evaluator.evaluating:
-            signal.setitimer(signal.ITIMER_REAL, max(self.grace_period, 1e-3))
-
-    def _on_grace_over(self, signum: int, frame: object) -> None:
-        if self.evaluator.evaluating:
-            raise EvaluationInterrupted("the grace period after a stop signal is over")
 
     def _request_stop(self, reason: str, abort: bool = False) -> None:
         """Stop this worker and tell every other worker to stop (they finish their running evaluation)."""
@@ -405,9 +337,9 @@ class Propulator:
         """Check the stop conditions between two evaluations; start a stop where one holds."""
         self._receive_stop()
         if self._stop_reason is None:
-            if self._signalled is not None:
-                self._request_stop(f"{signal.Signals(self._signalled).name} received")
-            elif self._out_of_time():
+            if self._stop_conditions.signalled is not None:
+                self._request_stop(f"{self._stop_conditions.signal_name} received")
+            elif self._stop_conditions.out_of_time(self._mean_period):
                 self._request_stop("the time limit is near")
         return self._stop_reason is not None
 
