@@ -1,4 +1,4 @@
-"""Propagators (evolutionary operators): base operators and genetic operators."""
+"""Propagators (evolutionary operators): base operators, genetic operators, particle swarms, Nelder–Mead."""
 
 from .base import (
     Compose,
@@ -18,20 +18,36 @@ from .ga import (
     PointMutation,
     RandomPointMutation,
 )
+from .nm import ParallelNelderMead
+from .pso import (
+    BasicPSO,
+    CanonicalPSO,
+    ConstrictionPSO,
+    InitUniformPSO,
+    StatelessPSO,
+    VelocityClampingPSO,
+)
 
 __all__ = [
+    "BasicPSO",
+    "CanonicalPSO",
     "Compose",
     "Conditional",
+    "ConstrictionPSO",
     "CrossoverMultiple",
     "CrossoverSigmoid",
     "CrossoverUniform",
     "InitUniform",
+    "InitUniformPSO",
     "IntervalMutationNormal",
+    "ParallelNelderMead",
     "PointMutation",
     "Propagator",
     "RandomPointMutation",
     "SelectMax",
     "SelectMin",
     "SelectUniform",
+    "StatelessPSO",
     "Stochastic",
+    "VelocityClampingPSO",
 ]

@@ -20,6 +20,8 @@ TUTORIALS = REPO / "tutorials"
         ("islands_example.py", 8, ["--num_islands", "2", "--pollination"]),
         ("multi_rank_workers_example.py", 4, ["--ranks_per_worker", "2", "--num_islands", "1"]),
         ("multi_rank_workers_example.py", 8, ["--ranks_per_worker", "2", "--num_islands", "2"]),
+        ("pso_example.py", 4, ["--variant", "Constriction", "--num_islands", "2"]),
+        ("nm_example.py", 4, ["--function", "rosenbrock"]),
     ],
 )
 def test_benchmark_tutorial(mpirun, tmp_path, script, ranks, extra):

@@ -31,7 +31,9 @@ from propulate.propagators import (
     SelectMax,
     SelectMin,
     SelectUniform,
+    pso,
 )
+from propulate.propagators.nm import ParallelNelderMead
 from propulate.space import Kind, SearchSpace
 from propulate.utils import get_default_propagator
 
@@ -47,6 +49,7 @@ SPACES: dict[str, dict[str, tuple[Any, ...]]] = {
     "ints only": {"a": (0, 3), "b": (-5, 5), "fixed": (7, 7)},
     "categoricals only": {"c1": ("a", "b"), "single": ("only",), "c3": ("p", "q", "r")},
     "one float": {"x": (-2.0, 3.0)},
+    "floats": {"x": (-2.0, 3.0), "y": (0.0, 1.0), "z": (-100.0, 100.0)},
 }
 
 POP_SIZE = 4  # breeding pool of Conditional and the default propagator
@@ -86,13 +89,27 @@ SELECTORS: dict[str, Factory] = {
     "SelectMax": lambda limits, rng: SelectMax(3),
     "SelectUniform": lambda limits, rng: SelectUniform(3, rng=rng),
 }
-PROPAGATORS = {**BREEDERS, **SELECTORS}
+# Families for continuous search spaces: particle swarms move through the embedding, Nelder–Mead needs floats.
+CONTINUOUS: dict[str, Factory] = {
+    "InitUniformPSO": lambda limits, rng: pso.InitUniformPSO(limits, rank=1, rng=rng),
+    "BasicPSO": lambda limits, rng: pso.BasicPSO(0.729, 1.49445, 1.49445, 1, limits, rng),
+    "VelocityClampingPSO": lambda limits, rng: pso.VelocityClampingPSO(
+        0.729, 1.49, 1.49, 1, limits, rng, 0.6
+    ),
+    "ConstrictionPSO": lambda limits, rng: pso.ConstrictionPSO(2.05, 2.05, 1, limits, rng),
+    "CanonicalPSO": lambda limits, rng: pso.CanonicalPSO(2.05, 2.05, 1, limits, rng),
+    "StatelessPSO": lambda limits, rng: pso.StatelessPSO(0.729, 1.49445, 1.49445, 1, limits, rng),
+    "ParallelNelderMead": lambda limits, rng: ParallelNelderMead(limits, rng),
+}
+PROPAGATORS = {**BREEDERS, **SELECTORS, **CONTINUOUS}
 
 
 def applicable(propagator: str, space: str) -> bool:
-    """Gaussian interval mutation needs a float parameter."""
-    has_float = SearchSpace.of(SPACES[space]).has_float
-    return has_float or propagator != "IntervalMutationNormal"
+    """Gaussian interval mutation needs a float parameter; the continuous families need only floats."""
+    parameters = SearchSpace.of(SPACES[space]).parameters
+    if propagator in CONTINUOUS:
+        return all(p.kind is Kind.FLOAT for p in parameters)
+    return any(p.kind is Kind.FLOAT for p in parameters) or propagator != "IntervalMutationNormal"
 
 
 def cases(factories: dict[str, Factory]) -> list[Any]:

@@ -1,0 +1,41 @@
+"""Minimize a benchmark function with the asynchronous parallel Nelder–Mead simplex search.
+
+All MPI ranks form one island and share one population. Each worker moves its own vertex of a simplex built
+from the best individuals found so far (rank 0 the worst vertex, rank 1 the second worst, ...), so the workers
+try different points at the same time. Run it with::
+
+    mpiexec -n 4 python tutorials/nm_example.py --generations 200 --function rosenbrock
+"""
+
+import pathlib
+import random
+
+from mpi4py import MPI
+
+from propulate import Propulator
+from propulate.propagators.nm import ParallelNelderMead
+from propulate.utils import set_logger_config
+from propulate.utils.benchmark_functions import get_function_search_space, parse_arguments
+
+if __name__ == "__main__":
+    comm = MPI.COMM_WORLD
+    config, _ = parse_arguments(comm)
+    pathlib.Path(config.checkpoint).mkdir(parents=True, exist_ok=True)
+    set_logger_config(
+        level=config.logging_level, log_file=f"{config.checkpoint}/{pathlib.Path(__file__).stem}.log"
+    )
+
+    loss_fn, limits = get_function_search_space(config.function)
+    rng = random.Random(config.seed + comm.rank)
+    # The initial simplex grows from the centre of the search space; pass start=... to begin elsewhere.
+    propagator = ParallelNelderMead(limits, rng)
+    propulator = Propulator(
+        loss_fn,
+        propagator,
+        rng=rng,
+        island_comm=comm,
+        generations=config.generations,
+        checkpoint_path=config.checkpoint,
+    )
+    propulator.propulate(logging_interval=config.logging_interval, debug=config.verbosity)
+    propulator.summarize(top_n=config.top_n, debug=config.verbosity)
