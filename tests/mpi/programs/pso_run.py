@@ -40,10 +40,15 @@ parser.add_argument(
     default="Basic",
 )
 parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--dim", type=int, default=0, help="dimension (default: the function's own)")
 parser.add_argument("--checkpoint", default="")
 args = parser.parse_args()
 
 function, limits = get_function_search_space(args.function)
+if args.dim:
+    # The same function in ``--dim`` dimensions (sphere and rosenbrock are defined for any dimension).
+    bounds = next(iter(limits.values()))
+    limits = {f"x{i}": bounds for i in range(args.dim)}
 rng = random.Random(args.seed + world.rank)
 if args.variant == "Basic":
     pso = BasicPSO(0.729, 1.49445, 1.49445, world.rank, limits, rng)
