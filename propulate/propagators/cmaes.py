@@ -326,7 +326,10 @@ class CMAPropagator(Propagator):
         weight_sum = float(np.sum(w_pos))
         if y_neg is not None:
             # Negative weights are rescaled by n / ||C^(-1/2) y||^2, Hansen 2016, eq. (46).
-            w_circ = w_neg[-len(y_neg) :] * par.n / np.sum(par.inv_sqrt_times(y_neg) ** 2, axis=1)
+            # A sample equal to the mean (a step below float resolution) has y = 0 and teaches nothing.
+            squared = np.sum(par.inv_sqrt_times(y_neg) ** 2, axis=1)
+            scale = np.divide(par.n, squared, out=np.zeros_like(squared), where=squared > 0)
+            w_circ = w_neg[-len(y_neg) :] * scale
             rank_mu += (y_neg.T * w_circ) @ y_neg
             weight_sum += float(np.sum(w_neg))
         par.C = (  # Hansen 2016, eq. (47)
