@@ -1,4 +1,4 @@
-"""Propagators (evolutionary operators): base operators, genetic operators, particle swarms, Nelder–Mead."""
+"""Propagators (evolutionary operators): base and genetic operators, particle swarms, CMA-ES, Nelder–Mead."""
 
 from .base import (
     Compose,
@@ -10,6 +10,7 @@ from .base import (
     SelectUniform,
     Stochastic,
 )
+from .cmaes import ActiveCMA, BasicCMA, CMAAdapter, CMAParameter, CMAPropagator
 from .ga import (
     CrossoverMultiple,
     CrossoverSigmoid,
@@ -29,7 +30,12 @@ from .pso import (
 )
 
 __all__ = [
+    "ActiveCMA",
+    "BasicCMA",
     "BasicPSO",
+    "CMAAdapter",
+    "CMAParameter",
+    "CMAPropagator",
     "CanonicalPSO",
     "Compose",
     "Conditional",

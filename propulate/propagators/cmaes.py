@@ -30,6 +30,10 @@ __all__ = ["ActiveCMA", "BasicCMA", "CMAAdapter", "CMAParameter", "CMAPropagator
 
 #: Initial step size in the unit box (Hansen 2016, Appendix A: 0.3 of the range for a random start).
 SIGMA0 = 0.3
+#: Floors of the step size and of the covariance entries: once the losses of a converged strategy stop
+#: telling its samples apart, it keeps sampling around its mean instead of underflowing to zero.
+SIGMA_MIN = 1e-20
+C_MIN = 1e-100
 #: Resampling attempts before an offspring outside the box is mirrored into it.
 MAX_RESAMPLES = 10
 
@@ -314,6 +318,7 @@ class CMAPropagator(Propagator):
         ) * par.inv_sqrt_times(y_w)  # Hansen 2016, eq. (43)
         norm_p_sigma = float(np.linalg.norm(par.p_sigma))
         par.sigma *= math.exp(c_sigma / par.d_sigma * (norm_p_sigma / par.chi_n - 1))  # Hansen 2016, eq. (44)
+        par.sigma = max(par.sigma, SIGMA_MIN)
         # Stall the rank-one update while the step size is growing fast (Hansen 2016, p. 28, h_sigma).
         h_sigma = (
             norm_p_sigma / math.sqrt(1 - (1 - c_sigma) ** (2 * par.generation))
@@ -332,11 +337,13 @@ class CMAPropagator(Propagator):
             w_circ = w_neg[-len(y_neg) :] * scale
             rank_mu += (y_neg.T * w_circ) @ y_neg
             weight_sum += float(np.sum(w_neg))
-        par.C = (  # Hansen 2016, eq. (47)
+        new_c = (  # Hansen 2016, eq. (47)
             (1 + c_1 * delta_h - c_1 - c_mu * weight_sum) * par.C
             + c_1 * np.outer(par.p_c, par.p_c)
             + c_mu * rank_mu
         )
+        if np.all(np.isfinite(new_c)) and np.max(np.abs(new_c)) > C_MIN:
+            par.C = new_c
         lazy_gap = 1 / (10 * par.n * (c_1 + c_mu))
         if self.decompose_in_each_generation or par.generation - par.eigen_generation >= lazy_gap:
             par.decompose()

@@ -22,6 +22,7 @@ TUTORIALS = REPO / "tutorials"
         ("multi_rank_workers_example.py", 8, ["--ranks_per_worker", "2", "--num_islands", "2"]),
         ("pso_example.py", 4, ["--variant", "Constriction", "--num_islands", "2"]),
         ("nm_example.py", 4, ["--function", "rosenbrock"]),
+        ("cmaes_example.py", 4, ["--function", "sphere", "--adapter", "active"]),
     ],
 )
 def test_benchmark_tutorial(mpirun, tmp_path, script, ranks, extra):

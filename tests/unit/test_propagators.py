@@ -33,6 +33,7 @@ from propulate.propagators import (
     SelectUniform,
     pso,
 )
+from propulate.propagators.cmaes import ActiveCMA, BasicCMA, CMAPropagator
 from propulate.propagators.nm import ParallelNelderMead
 from propulate.space import Kind, SearchSpace
 from propulate.utils import get_default_propagator
@@ -100,6 +101,8 @@ CONTINUOUS: dict[str, Factory] = {
     "CanonicalPSO": lambda limits, rng: pso.CanonicalPSO(2.05, 2.05, 1, limits, rng),
     "StatelessPSO": lambda limits, rng: pso.StatelessPSO(0.729, 1.49445, 1.49445, 1, limits, rng),
     "ParallelNelderMead": lambda limits, rng: ParallelNelderMead(limits, rng),
+    "CMAPropagator(BasicCMA)": lambda limits, rng: CMAPropagator(BasicCMA(), limits, pop_size=4, rng=rng),
+    "CMAPropagator(ActiveCMA)": lambda limits, rng: CMAPropagator(ActiveCMA(), limits, pop_size=4, rng=rng),
 }
 PROPAGATORS = {**BREEDERS, **SELECTORS, **CONTINUOUS}
 
