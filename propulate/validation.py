@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["check_int", "check_probability", "check_seconds"]
+__all__ = ["check_int", "check_probability", "check_real", "check_seconds"]
 
 
 def check_int(name: str, value: object, minimum: int, allowed: str | None = None) -> int:
@@ -19,6 +19,21 @@ def check_int(name: str, value: object, minimum: int, allowed: str | None = None
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name}: expected {allowed or f'an int >= {minimum}'}, got {value!r}")
     return int(value)
+
+
+def check_real(name: str, value: object, minimum: float | None = None) -> float:
+    """Return ``value`` as a float if it is a finite number (not a bool), at least ``minimum`` if given.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise ValueError(f"{name}: expected a finite number, got {value!r}")
+    if minimum is not None and float(value) < minimum:
+        raise ValueError(f"{name}: expected a number >= {minimum}, got {value!r}")
+    return float(value)
 
 
 def check_probability(name: str, value: object) -> float:

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..individual import Individual, loss_order
 from ..space import SearchSpace
-from ..validation import check_int
+from ..validation import check_int, check_real
 from .base import Propagator, Stochastic
 
 __all__ = [
@@ -53,14 +53,6 @@ __all__ = [
     "VelocityClampingPSO",
     "constriction_coefficient",
 ]
-
-
-def _check_real(name: str, value: object, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
-        raise ValueError(f"{name}: expected a finite number, got {value!r}")
-    if minimum is not None and float(value) < minimum:
-        raise ValueError(f"{name}: expected a number >= {minimum}, got {value!r}")
-    return float(value)
 
 
 def _per_slot(name: str, value: object, space: SearchSpace) -> np.ndarray:
@@ -201,9 +193,9 @@ class BasicPSO(Propagator):
         rng: random.Random | None = None,
     ) -> None:
         super().__init__(-1, 1, rng)
-        self.inertia = _check_real("inertia", inertia)
-        self.c_cognitive = _check_real("c_cognitive", c_cognitive, 0.0)
-        self.c_social = _check_real("c_social", c_social, 0.0)
+        self.inertia = check_real("inertia", inertia)
+        self.c_cognitive = check_real("c_cognitive", c_cognitive, 0.0)
+        self.c_social = check_real("c_social", c_social, 0.0)
         self.space = SearchSpace.of(limits)
         self.rank = check_int("rank", rank, 0)
         self.init = InitUniformPSO(self.space, self.rank, rng=self.rng)
@@ -323,8 +315,8 @@ class ConstrictionPSO(BasicPSO):
         limits: Mapping[str, Any] | SearchSpace,
         rng: random.Random | None = None,
     ) -> None:
-        c_cognitive = _check_real("c_cognitive", c_cognitive, 0.0)
-        c_social = _check_real("c_social", c_social, 0.0)
+        c_cognitive = check_real("c_cognitive", c_cognitive, 0.0)
+        c_social = check_real("c_social", c_social, 0.0)
         chi = constriction_coefficient(c_cognitive, c_social)
         super().__init__(chi, c_cognitive, c_social, rank, limits, rng)
 
