@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ import numpy as np
 from mpi4py import MPI
 
 from propulate import Islands, Status
+from propulate.errors import RunAbortedError
 from propulate.propagators import Propagator
 from propulate.utils import get_default_propagator
 
@@ -110,7 +112,12 @@ islands = Islands(
     failure_timeout=args.failure_timeout,
 )
 start = time.monotonic()
-islands.propulate(debug=0)
+try:
+    islands.propulate(debug=0)
+except RunAbortedError as err:
+    # One line in one write per rank: a test counts them, and tracebacks of several ranks interleave.
+    print(f"rank {world.rank} aborted: {err}", flush=True)
+    sys.exit(1)
 elapsed = time.monotonic() - start
 summary = islands.summarize(top_n=5, debug=0)
 
