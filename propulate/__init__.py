@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .individual import Individual, Status
+from .surrogate import Surrogate
 
 if TYPE_CHECKING:
     from .checkpoint import load_checkpoint
@@ -22,7 +23,7 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["Individual", "Islands", "Propulator", "Status", "__version__", "load_checkpoint"]
+__all__ = ["Individual", "Islands", "Propulator", "Status", "Surrogate", "__version__", "load_checkpoint"]
 
 _LAZY = {"Islands": "islands", "Propulator": "propulator", "load_checkpoint": "checkpoint"}
 
