@@ -245,6 +245,8 @@ class CheckpointWriter:
             velocity,
             ind.metrics,
             ind.migration_history,
+            ind.steps,
+            ind.surrogate_data,
         )
         with self._lock:
             self._pending.append(row)
@@ -314,7 +316,12 @@ class CheckpointWriter:
             row["start"], row["evaltime"], row["evalperiod"] = entry[11:14]
             row["position"] = entry[14]
             row["velocity"] = self._nan if entry[15] is None else entry[15]
-            extra = json.dumps({"metrics": entry[16], "history": entry[17]}).encode()
+            extra_fields = {"metrics": entry[16], "history": entry[17]}
+            if entry[18]:
+                extra_fields["steps"] = entry[18]
+            if entry[19] is not None:
+                extra_fields["surrogate"] = entry[19]
+            extra = json.dumps(extra_fields).encode()
             row["extra_offset"], row["extra_length"] = base + len(heap), len(extra)
             heap += extra
         state_row = None
@@ -518,6 +525,8 @@ def _individual(row: np.void, blobs: np.ndarray, space: SearchSpace) -> Individu
     ind.evalperiod = float(row["evalperiod"])
     ind.metrics = {str(k): float(v) for k, v in extra.get("metrics", {}).items()}
     ind.migration_history = str(extra.get("history", ""))
+    ind.steps = int(extra.get("steps", 0))
+    ind.surrogate_data = extra.get("surrogate")
     return ind
 
 

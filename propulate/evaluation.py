@@ -1,14 +1,19 @@
-"""The one place that calls the user's loss function: one rank or a multi-rank worker.
+"""The one place that calls the user's loss function: one rank or a multi-rank worker, plain or generator.
 
 A loss function returns a number, or a mapping with a ``"loss"`` entry and further numbers (metrics such as
-accuracy), or is a generator that yields interim losses (the last one counts). With a multi-rank worker the
-worker's root broadcasts each individual to its other ranks, every rank calls ``loss_fn(params, comm)`` with
-the same individual and the worker's communicator, and the value returned on the root counts.
+accuracy), or is a generator that yields interim losses (each a number or such a mapping; the last one
+counts). After each interim loss the worker's surrogate may cancel the evaluation: the individual is then
+pruned and keeps that interim loss. With a multi-rank worker the worker's root broadcasts each individual to
+its other ranks, every rank calls ``loss_fn(params, comm)`` with the same individual and the worker's
+communicator, and the value returned on the root counts; after each interim loss the ranks agree, in one
+non-blocking all-reduce, whether to go on, so all of them leave the training loop together.
 """
 
 from __future__ import annotations
 
+import enum
 import inspect
+import json
 import logging
 import math
 import numbers
@@ -26,10 +31,11 @@ from mpi4py import MPI
 from .errors import EvaluationInterrupted
 from .individual import Individual, Status
 from .mpi.messaging import Backoff
+from .surrogate.base import NullSurrogate, Surrogate
 
 log = logging.getLogger("propulate")
 
-__all__ = ["Evaluation", "Evaluator", "WorkerChannel"]
+__all__ = ["Evaluation", "Evaluator", "WorkerChannel", "is_generator", "make_surrogate"]
 
 _STOP = 0
 _TASK = 1
@@ -51,6 +57,8 @@ class Evaluation:
         Wall-clock seconds the evaluation took.
     error : str
         What went wrong, with the traceback, for a failed evaluation; empty otherwise.
+    steps : int
+        Interim losses a generator loss function yielded (0 for a plain loss function).
     """
 
     loss: float
@@ -58,6 +66,7 @@ class Evaluation:
     metrics: dict[str, float] = field(default_factory=dict)
     period: float = 0.0
     error: str = ""
+    steps: int = 0
 
 
 def _as_float(value: Any, what: str) -> float:
@@ -72,26 +81,61 @@ def _as_float(value: Any, what: str) -> float:
 
 
 def interpret(result: Any) -> tuple[float, dict[str, float]]:
-    """Turn what a loss function returned into ``(loss, metrics)``.
+    """Turn one value a loss function returned (or yielded) into ``(loss, metrics)``.
 
     Raises
     ------
     TypeError
-        If the result is neither a number, nor a mapping with a numeric ``"loss"``, nor a generator of those.
+        If the value is neither a number nor a mapping with a numeric ``"loss"``.
     """
-    if isinstance(result, Iterator) and not isinstance(result, np.ndarray):
-        last = None
-        for interim in result:
-            last = interim
-        if last is None:
-            raise TypeError("loss_fn is a generator that yielded nothing; expected interim losses")
-        result = last
     if isinstance(result, Mapping):
         if "loss" not in result:
             raise TypeError(f"loss_fn returned a mapping without a 'loss' entry: keys {list(result)}")
         metrics = {str(k): _as_float(v, repr(k)) for k, v in result.items() if k != "loss"}
         return _as_float(result["loss"], "'loss'"), metrics
     return _as_float(result, "the loss"), {}
+
+
+def is_generator(result: Any) -> bool:
+    """Whether a loss function's result is a stream of interim losses rather than one value.
+
+    Decided on what the call returned, not on how the function is declared, so generator functions wrapped
+    in :func:`functools.partial`, decorated, or called through an object's ``__call__`` are all recognized.
+    """
+    return isinstance(result, Iterator) and not isinstance(result, (np.ndarray, str, bytes))
+
+
+class _Step(enum.IntFlag):
+    """What one rank saw at one interim step of a generator loss; the worker's ranks OR theirs together."""
+
+    GOING_ON = 0
+    EXHAUSTED = 1  # the generator ended
+    FAILED = 2  # it raised
+    INTERRUPTED = 4  # a stop signal arrived during the step
+    CANCELLED = 8  # the surrogate cancelled the run (root only)
+
+
+def make_surrogate(factory: Callable[[], Any] | None) -> Surrogate:
+    """Return the surrogate ``factory`` makes, or a surrogate that never cancels if it is ``None``.
+
+    Raises
+    ------
+    TypeError
+        If ``factory`` is not callable or does not return a surrogate (an object with a ``cancel`` method).
+    """
+    if factory is None:
+        return NullSurrogate()
+    if not callable(factory):
+        raise TypeError(
+            f"surrogate_factory: expected a callable that returns a Surrogate, got {type(factory).__name__}"
+        )
+    surrogate = factory()
+    if not callable(getattr(surrogate, "cancel", None)):
+        raise TypeError(
+            f"surrogate_factory: returned {type(surrogate).__name__}, which has no cancel(loss) method; "
+            "expected a propulate.surrogate.Surrogate"
+        )
+    return surrogate
 
 
 def _takes_communicator(loss_fn: Callable[..., Any]) -> bool:
@@ -156,9 +200,15 @@ class Evaluator:
     """Calls the loss function for one worker and turns whatever happens into an :class:`Evaluation`.
 
     A loss function that raises, returns NaN, returns an infinite loss (unless ``accept_inf``) or returns no
-    number gives a failed evaluation; the run goes on. With a multi-rank worker every rank calls the loss
-    function, and afterwards the worker's ranks agree over the worker's communicator whether all of them
-    succeeded: a failure on any rank fails the evaluation. A rank that failed waits at most
+    number gives a failed evaluation; the run goes on. A generator loss function is followed one interim loss
+    at a time; after each, the worker's root asks the surrogate whether to cancel.
+
+    With a multi-rank worker every rank calls the loss function. The ranks then agree, after each interim loss
+    of a generator and once at the end, in a non-blocking all-reduce over the worker's communicator: the
+    evaluation goes on while nobody has a reason to stop, and ends for every rank at the same step as soon as
+    one rank's generator ended or failed or the root's surrogate cancelled. A failure on any rank fails the
+    evaluation. Every rank takes part in the same number of all-reduces whatever happened, so a failure on
+    one rank can never leave the others waiting in a mismatched collective. A rank that failed waits at most
     ``failure_timeout`` seconds for the others to reach the agreement; if they do not (they are stuck in a
     collective operation with the failed rank) it aborts the job with a message instead of hanging.
 
@@ -174,6 +224,8 @@ class Evaluator:
         Whether an infinite loss counts as a result (default: it fails the evaluation).
     failure_timeout : float
         Seconds a failed rank waits for the agreement before aborting the job.
+    surrogate : Surrogate, optional
+        Decides on the worker's root whether to cancel a generator loss early; never cancels if not given.
     """
 
     def __init__(
@@ -183,6 +235,7 @@ class Evaluator:
         worker_comm: MPI.Comm | None = None,
         accept_inf: bool = False,
         failure_timeout: float = 300.0,
+        surrogate: Surrogate | None = None,
     ) -> None:
         if not callable(loss_fn):
             raise TypeError(f"loss_fn: expected a callable, got {type(loss_fn).__name__}")
@@ -192,6 +245,7 @@ class Evaluator:
         self.multi_rank = user_comm.size > 1
         self.accept_inf = bool(accept_inf)
         self.failure_timeout = float(failure_timeout)
+        self.surrogate: Surrogate = surrogate if surrogate is not None else NullSurrogate()
         self.evaluating = False  # read by the stop-signal handler
         if self.multi_rank and not _takes_communicator(loss_fn):
             raise TypeError(
@@ -200,39 +254,118 @@ class Evaluator:
             )
 
     def __call__(self, ind: Individual) -> Evaluation:
-        """Evaluate ``ind`` on this rank (and agree with the worker's other ranks); never raises."""
+        """Evaluate ``ind`` on the worker's root (with the worker's other ranks); never raises."""
+        return self._evaluate(ind, root=True)
+
+    def run_only(self, ind: Individual) -> Status:
+        """Sub-ranks: take part in the evaluation of ``ind``; returns the status the worker agreed on."""
+        return self._evaluate(ind, root=False).status
+
+    def _evaluate(self, ind: Individual, root: bool) -> Evaluation:
         start = time.perf_counter()
-        status, loss, error = Status.COMPLETED, math.nan, ""
-        metrics: dict[str, float] = {}
+        run = _Run(root)
+        result: Any = None
         self.evaluating = True
         try:
             result = self.loss_fn(ind, self.user_comm) if self.multi_rank else self.loss_fn(ind)
-            loss, metrics = interpret(result)
+            if not is_generator(result):
+                run.finish(result)
         except EvaluationInterrupted:
-            status = Status.INTERRUPTED
+            run.flags |= _Step.INTERRUPTED
         except Exception:
-            status, error = Status.FAILED, traceback.format_exc()
+            run.fail(traceback.format_exc())
         finally:
             self.evaluating = False
-        if status is Status.COMPLETED and (math.isnan(loss) or (math.isinf(loss) and not self.accept_inf)):
-            status, error = Status.FAILED, f"loss_fn returned a loss of {loss}"
-        if self.multi_rank:
-            status = self.agree(status)
-        return Evaluation(loss, status, metrics, time.perf_counter() - start, error)
+        if run.flags:
+            flags = self._combine(run.flags)
+        else:
+            flags = self._follow(result, ind, run)
+        if not run.flags & _Step.EXHAUSTED:
+            _close(result)
+        status = _status(flags)
+        if root:
+            # A pruned run keeps its interim loss, which must be a real loss as much as a final one.
+            if status in (Status.COMPLETED, Status.PRUNED) and (
+                math.isnan(run.loss) or (math.isinf(run.loss) and not self.accept_inf)
+            ):
+                status = Status.FAILED
+                run.error = run.error or f"loss_fn returned a loss of {run.loss}"
+        elif run.flags & _Step.FAILED:
+            log.error(
+                f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}, a sub-rank of its worker: the "
+                f"loss function failed for {ind.params()}:\n{run.error}"
+            )
+        return Evaluation(run.loss, status, run.metrics, time.perf_counter() - start, run.error, run.steps)
 
-    def agree(self, status: Status) -> Status:
-        """Combine this rank's status with the other ranks' of the worker; collective over the worker.
+    def _follow(self, stream: Iterator[Any], ind: Individual, run: _Run) -> int:
+        """Take interim losses from ``stream`` until some rank has a reason to stop; the combined flags."""
+        if run.root:
+            self.consult_surrogate("start_run", ind)
+        while True:
+            self.evaluating = True
+            try:
+                run.take(next(stream))
+            except StopIteration:
+                run.end()
+            except EvaluationInterrupted:
+                run.flags |= _Step.INTERRUPTED
+            except Exception:
+                run.fail(traceback.format_exc())
+            finally:
+                self.evaluating = False
+            if run.root and not run.flags and self.consult_surrogate("cancel", run.loss):
+                run.flags |= _Step.CANCELLED
+            flags = self._combine(run.flags)
+            if flags:
+                return flags
 
-        Failed on any rank gives failed, else interrupted on any rank gives interrupted, else completed.
+    def consult_surrogate(self, method: str, *args: Any) -> Any:
+        """Call the surrogate's ``method``; if it raises, log the error and return ``None``.
+
+        A broken surrogate must not cost the evaluation or hang the worker's other ranks.
         """
+        try:
+            return getattr(self.surrogate, method)(*args)
+        except Exception:
+            log.error(
+                f"rank {MPI.COMM_WORLD.rank}: {type(self.surrogate).__name__}.{method} raised; the surrogate "
+                f"is ignored for this step:\n{traceback.format_exc()}"
+            )
+            return None
+
+    def learn(self, evaluation: Evaluation) -> Any:
+        """Worker root, after an evaluation: update the surrogate and return its data for the other workers.
+
+        Returns ``None`` for failed and interrupted evaluations, and for a plain (non-generator) loss.
+        """
+        if evaluation.steps == 0 or evaluation.status not in (Status.COMPLETED, Status.PRUNED):
+            return None
+        if evaluation.status is Status.COMPLETED:
+            self.consult_surrogate("update", evaluation.loss)
+        data = self.consult_surrogate("data")
+        try:  # it goes into messages and the checkpoint's JSON
+            json.dumps(data, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            log.error(f"{type(self.surrogate).__name__}.data() is not JSON-serializable ({err}); not shared")
+            return None
+        return data
+
+    def _combine(self, flags: int) -> int:
+        """OR this rank's step flags with the worker's other ranks'; collective over the worker.
+
+        A rank with a reason to stop waits at most ``failure_timeout`` seconds for the others.
+        """
+        if not self.multi_rank:
+            return flags
         assert self.worker_comm is not None
-        mine = np.array([1 << int(status)], dtype=np.int64)
+        mine = np.array([flags], dtype=np.int64)
         seen = np.zeros(1, dtype=np.int64)
         request = self.worker_comm.Iallreduce(mine, seen, op=MPI.BOR)
         backoff = Backoff()
         deadline = time.monotonic() + self.failure_timeout
+        stopping = flags & (_Step.FAILED | _Step.INTERRUPTED)
         while not request.Test():
-            if status is not Status.COMPLETED and time.monotonic() > deadline:
+            if stopping and time.monotonic() > deadline:
                 log.critical(
                     f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: the loss function failed here "
                     f"and the worker's other ranks did not finish within {self.failure_timeout:.0f} s (stuck "
@@ -240,28 +373,59 @@ class Evaluator:
                 )
                 MPI.COMM_WORLD.Abort(1)
             backoff.wait()
-        for outcome in (Status.FAILED, Status.INTERRUPTED):
-            if int(seen[0]) & (1 << int(outcome)):
-                return outcome
-        return Status.COMPLETED
+        return int(seen[0])
 
-    def run_only(self, ind: Individual) -> Status:
-        """Sub-ranks: take part in the evaluation of ``ind``; only whether it failed here counts."""
-        status = Status.COMPLETED
-        self.evaluating = True
+
+class _Run:
+    """What one rank knows about the evaluation under way."""
+
+    def __init__(self, root: bool) -> None:
+        self.root = root
+        self.flags = _Step.GOING_ON
+        self.loss = math.nan
+        self.metrics: dict[str, float] = {}
+        self.steps = 0
+        self.error = ""
+
+    def take(self, interim: Any) -> None:
+        """Record one interim loss (only the root's values count)."""
+        if self.root:
+            self.loss, self.metrics = interpret(interim)
+        self.steps += 1
+
+    def finish(self, result: Any) -> None:
+        """Record what a plain loss function returned."""
+        if self.root:
+            self.loss, self.metrics = interpret(result)
+        self.flags |= _Step.EXHAUSTED
+
+    def end(self) -> None:
+        """Record that the generator ended."""
+        if self.root and self.steps == 0:
+            self.fail("loss_fn is a generator that yielded nothing; expected interim losses")
+        self.flags |= _Step.EXHAUSTED
+
+    def fail(self, error: str) -> None:
+        self.flags |= _Step.FAILED
+        self.error = error
+
+
+def _status(flags: int) -> Status:
+    """Return the worker's status from the ranks' combined step flags."""
+    if flags & _Step.FAILED:
+        return Status.FAILED
+    if flags & _Step.INTERRUPTED:
+        return Status.INTERRUPTED
+    if flags & _Step.CANCELLED:
+        return Status.PRUNED
+    return Status.COMPLETED
+
+
+def _close(result: Any) -> None:
+    """Let a generator left before its end run its ``finally`` blocks (close files, free GPU memory)."""
+    close = getattr(result, "close", None)
+    if is_generator(result) and callable(close):
         try:
-            result = self.loss_fn(ind, self.user_comm)
-            if isinstance(result, Iterator):
-                for _ in result:
-                    pass
-        except EvaluationInterrupted:
-            status = Status.INTERRUPTED
+            close()
         except Exception:
-            status = Status.FAILED
-            log.error(
-                f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}, a sub-rank of its worker: the loss "
-                f"function failed for {ind.params()}:\n{traceback.format_exc()}"
-            )
-        finally:
-            self.evaluating = False
-        return self.agree(status)
+            log.warning(f"closing the loss generator raised:\n{traceback.format_exc()}")

@@ -74,6 +74,11 @@ class Individual(Mapping[str, Any]):
     uid : int
         Identifier of this entry in its island's population, unique within a run; ``-1`` before it enters
         a population.
+    steps : int
+        How many interim losses a generator loss function yielded for it; 0 for a plain loss function.
+    surrogate_data : object
+        What the evaluating worker's surrogate learned from this evaluation (JSON-serializable, see
+        :meth:`propulate.surrogate.Surrogate.data`); ``None`` without a surrogate.
 
     Raises
     ------
@@ -117,6 +122,8 @@ class Individual(Mapping[str, Any]):
         self.evaltime = math.inf
         self.evalperiod = 0.0
         self.uid = -1
+        self.steps = 0
+        self.surrogate_data: Any = None
 
     @property
     def limits(self) -> dict[str, tuple[Any, ...]]:
@@ -174,6 +181,8 @@ class Individual(Mapping[str, Any]):
         child.evaltime = math.inf
         child.evalperiod = 0.0
         child.uid = -1
+        child.steps = 0
+        child.surrogate_data = None
         return child
 
     def copy(self) -> Individual:

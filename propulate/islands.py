@@ -61,7 +61,7 @@ class Islands:
     ranks_per_worker : int >= 1
         Ranks per worker; must divide the number of ranks.
     surrogate_factory : callable, optional
-        Reserved for early stopping with surrogates.
+        Makes each worker's surrogate (early stopping of generator losses); see :class:`Propulator`.
     resume : bool, optional
         Continue from the checkpoint in ``checkpoint_path`` (default), or start fresh; see
         :class:`Propulator`. Resuming onto other numbers of ranks, islands or ranks per worker redistributes

@@ -16,7 +16,7 @@ import random
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from .checkpoint import (
     plan_resume,
 )
 from .errors import RunAbortedError
-from .evaluation import Evaluator, WorkerChannel
+from .evaluation import Evaluator, WorkerChannel, make_surrogate
 from .individual import Individual, Status
 from .lifecycle import StopConditions, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
@@ -116,7 +116,10 @@ class Propulator:
         For each island, the ``propulate_comm`` rank of its first worker and its number of workers.
         Default: gathered from all workers.
     surrogate_factory : callable, optional
-        Reserved for early stopping with surrogates; accepted for compatibility.
+        Called without arguments, returns the :class:`propulate.surrogate.Surrogate` of this worker, which may
+        stop evaluations of a generator loss function early (see :mod:`propulate.surrogate`). Each worker's
+        surrogate learns from the evaluations of every worker of its island and from immigrants, and is
+        rebuilt from the checkpoint on resume. Default: no early stopping.
     immigration_propagator : Propagator class
         For pollination, selects the individuals that immigrants replace (default: the worst).
     pollination : bool
@@ -206,8 +209,11 @@ class Propulator:
         self.propulate_comm = propulate_comm
         self.worker_sub_comm = worker_sub_comm
         self.surrogate_factory = surrogate_factory
+        self.surrogate = make_surrogate(surrogate_factory)
         self._worker = worker_sub_comm.Dup()
-        self.evaluator = Evaluator(loss_fn, worker_sub_comm, self._worker, accept_inf, failure_timeout)
+        self.evaluator = Evaluator(
+            loss_fn, worker_sub_comm, self._worker, accept_inf, failure_timeout, self.surrogate
+        )
         self.is_worker_root = self._worker.rank == 0
         self._channel = WorkerChannel(self._worker)
         self.checkpoint_path = Path(checkpoint_path)
@@ -388,6 +394,7 @@ class Propulator:
             self._next_owner = int(state["next_owner"])
         self._population = Population()
         self._population.extend(population or [])
+        self._learn_from(self._population)
         if header["limits"] is not None:
             self._open_writer(SearchSpace.of(header["limits"]))
         return None
@@ -572,6 +579,8 @@ class Propulator:
         ind.metrics = outcome.metrics
         ind.evalperiod = outcome.period
         ind.evaltime = time.time()
+        ind.steps = outcome.steps
+        ind.surrogate_data = self.evaluator.learn(outcome)
         if outcome.status is Status.COMPLETED:
             self._mean_period += (outcome.period - self._mean_period) / min(self.generation + 1, 20)
         elif outcome.status is Status.FAILED:
@@ -586,6 +595,12 @@ class Propulator:
                 f"Island {self.island_idx}, worker {self.island_rank}, generation {self.generation}: {ind}"
             )
 
+    def _learn_from(self, individuals: Iterable[Individual]) -> None:
+        """Let this worker's surrogate take in what other workers' surrogates learned from ``individuals``."""
+        for ind in individuals:
+            if ind.surrogate_data is not None:
+                self.evaluator.consult_surrogate("merge", ind.surrogate_data)
+
     def _mint_uid(self) -> int:
         self._introduced += 1
         return make_uid(self._session, self._world.rank, self._introduced - 1)
@@ -595,6 +610,8 @@ class Propulator:
         for ind in added:
             self._population.add(ind)
             self._record(kind, ind)
+        if kind is Record.ARRIVED:
+            self._learn_from(added)
         for uid in deactivated:
             self._population.deactivate(uid)
             if self._writer is not None:
@@ -605,6 +622,7 @@ class Propulator:
         messages = self._island_mail.receive(Tag.ISLAND_UPDATE)
         for _, (added, deactivated) in messages:
             self._population.extend(added)
+            self._learn_from(added)
             for uid in deactivated:
                 self._population.deactivate(uid)
         return bool(messages)
