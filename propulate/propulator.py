@@ -39,6 +39,7 @@ from .lifecycle import StopConditions, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.messaging import Mailbox, Tag, drain
 from .population import Population
+from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin, as_list
 from .space import SearchSpace
 from .validation import check_int, check_probability, check_seconds
@@ -199,6 +200,7 @@ class Propulator:
         if time_limit is not None:
             check_seconds("time_limit", time_limit, positive=True)
         self.on_failure = on_failure
+        self._progress_interval = progress_interval()  # checked on every rank: an error must not hang
         self.time_limit = time_limit
         self.grace_period = float(grace_period)
         self.loss_fn = loss_fn
@@ -247,6 +249,13 @@ class Propulator:
         self._world = propulate_comm.Dup()
         self._island_mail = Mailbox(self._island)
         self._world_mail = Mailbox(self._world)
+        self._progress = Progress(
+            self._world_mail,
+            self.island_idx,
+            self._island.rank == 0,
+            None if self.generations == -1 else self.generations * self._world.size,
+            self._progress_interval,
+        )
         self.island_rank = self._island.rank
         self._island_peers = [r for r in range(self._island.size) if r != self.island_rank]
         if island_displs is None or island_counts is None:
@@ -289,9 +298,12 @@ class Propulator:
         Parameters
         ----------
         logging_interval : int >= 1
-            Generations between progress lines (logged by each island's first worker).
+            With ``debug >= 2``: generations between the progress lines of each island's first worker.
         debug : int
-            Verbosity: <= 0 quiet, 1 progress and summary, 2 every evaluation, 3 also migration events.
+            Verbosity: <= 0 quiet; 1 one progress line for the whole run on the first rank, at most every
+            ``PROPULATE_PROGRESS_INTERVAL`` seconds (default 10: evaluations done and planned, best loss,
+            evaluations per second, time left), and the summary; 2 also each island's progress and every
+            evaluation; 3 also migration events.
 
         Raises
         ------
@@ -395,6 +407,7 @@ class Propulator:
         self._population = Population()
         self._population.extend(population or [])
         self._learn_from(self._population)
+        self._progress.begin(self._population)
         if header["limits"] is not None:
             self._open_writer(SearchSpace.of(header["limits"]))
         return None
@@ -527,15 +540,21 @@ class Propulator:
             if not redo:  # an interrupted evaluation done again does not count as a new generation
                 self.generation += 1
             self._snapshot()
-            if debug >= 1 and self.island_rank == 0 and self.generation % logging_interval == 0:
+            if debug >= 1:
+                self._progress.tick()
+            if debug >= 2 and self.island_rank == 0 and self.generation % logging_interval == 0:
                 self._log_progress()
+        if debug >= 1:
+            self._progress.report()  # the island's final counts, received by the first rank while draining
         self._finish()
         if self._stop_reason is not None and self.island_rank == 0:
             log.warning(
                 f"Island {self.island_idx}: stopped early ({self._stop_reason}); {self._status_text()}."
             )
-        elif debug >= 1 and self.island_rank == 0:
+        elif debug >= 2 and self.island_rank == 0:
             log.info(f"Island {self.island_idx}: done; {self._status_text()}.")
+        if debug >= 1 and self._world.rank == 0:
+            log.info(f"Done: {self._progress.line()}.")
 
     def _log_progress(self) -> None:
         planned = "" if self.generations == -1 else f"/{self.generations}"
@@ -612,6 +631,8 @@ class Propulator:
             self._record(kind, ind)
         if kind is Record.ARRIVED:
             self._learn_from(added)
+        elif kind is Record.EVALUATED:
+            self._progress.count(added)
         for uid in deactivated:
             self._population.deactivate(uid)
             if self._writer is not None:
@@ -623,6 +644,7 @@ class Propulator:
         for _, (added, deactivated) in messages:
             self._population.extend(added)
             self._learn_from(added)
+            self._progress.count(added)
             for uid in deactivated:
                 self._population.deactivate(uid)
         return bool(messages)
@@ -698,7 +720,12 @@ class Propulator:
             self._channel.send_stop()
         drain(
             self._world_mail,
-            lambda: self._receive_immigrants() | self._receive_updates() | self._receive_stop(),
+            lambda: (
+                self._receive_immigrants()
+                | self._receive_updates()
+                | self._receive_stop()
+                | self._progress.receive()
+            ),
         )
         drain(self._island_mail, self._receive_updates)
         if self._writer is not None:
@@ -744,6 +771,22 @@ class Propulator:
                 lines = "\n".join(f"  {i + 1}. {ind}" for i, ind in enumerate(gathered[first]))
                 log.info(f"Top {len(gathered[first])} result(s) on island {island}:\n{lines}")
         return gathered
+
+
+def progress_interval() -> float:
+    """Seconds between progress lines: ``PROPULATE_PROGRESS_INTERVAL``, else 10.
+
+    Raises
+    ------
+    ValueError
+        If the variable holds no positive number.
+    """
+    interval = seconds_from_environment("PROPULATE_PROGRESS_INTERVAL", 10.0)
+    if interval is None or not interval > 0:
+        raise ValueError(
+            f"PROPULATE_PROGRESS_INTERVAL: expected a positive number of seconds, got {interval}"
+        )
+    return interval
 
 
 def _release_torch_group() -> None:

@@ -220,7 +220,7 @@ def test_warning_signal_stops_the_step_and_keeps_the_follow_up(cluster):
     log = cluster.checkpoint / "islands_example.log"
     deadline = time.monotonic() + 60
     # Signal only once propulate is evaluating (its signal handlers are installed by then).
-    while not (log.exists() and "at generation" in log.read_text()):
+    while not (log.exists() and "Progress:" in log.read_text()):
         if proc.poll() is not None or time.monotonic() > deadline:
             Cluster.finish(proc, timeout=10)
             pytest.fail("the step never got to its first progress line")

@@ -30,6 +30,8 @@ class Tag(IntEnum):
     EMIGRANTS = 2
     #: A request to stop the run early, with its reason (propulate communicator).
     STOP = 3
+    #: An island's progress counts for the run's progress line (propulate communicator, to rank 0).
+    PROGRESS = 4
 
 
 class Backoff:

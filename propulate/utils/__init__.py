@@ -118,7 +118,7 @@ _HANDLER_MARK = "_propulate_handler"
 def set_logger_config(
     level: int = logging.INFO,
     log_file: str | Path | None = None,
-    log_to_stdout: bool = True,
+    log_to_stdout: bool | str = True,
     log_rank: bool = False,
     colors: bool = True,
 ) -> None:
@@ -129,9 +129,13 @@ def set_logger_config(
     level : int
         Logging level, e.g. ``logging.INFO``.
     log_file : str or pathlib.Path, optional
-        File that every rank appends to; its directory is created.
-    log_to_stdout : bool
-        Also log to standard output.
+        File to append to; its directory is created. A ``{rank}`` in the name is replaced by the
+        ``COMM_WORLD`` rank, giving one file per rank (``"logs/propulate-{rank}.log"``); without it every
+        rank appends to the same file.
+    log_to_stdout : bool or {"first"}
+        Also log to standard output: on every rank (``True``), on none (``False``), or only on the first
+        rank of ``COMM_WORLD`` (``"first"``; with per-rank log files, the other ranks then write only there,
+        so that 1,000 ranks do not flood the job's output).
     log_rank : bool
         Prefix every message with the ``COMM_WORLD`` rank.
     colors : bool
@@ -145,14 +149,16 @@ def set_logger_config(
     logger.propagate = False
     prefix = f"[rank {MPI.COMM_WORLD.rank}] " if log_rank else ""
     pattern = "%(rank_prefix)s%(asctime)s %(levelname)s: %(message)s"
+    if log_to_stdout not in (True, False, "first"):
+        raise ValueError(f"log_to_stdout: expected True, False or 'first', got {log_to_stdout!r}")
     handlers: list[logging.Handler] = []
-    if log_to_stdout:
+    if log_to_stdout is True or (log_to_stdout == "first" and MPI.COMM_WORLD.rank == 0):
         stream = logging.StreamHandler(sys.stdout)
         use_colors = colors and sys.stdout.isatty()
         stream.setFormatter((_ColorFormatter if use_colors else logging.Formatter)(pattern))
         handlers.append(stream)
     if log_file is not None:
-        path = Path(log_file)
+        path = Path(str(log_file).replace("{rank}", str(MPI.COMM_WORLD.rank)))
         path.parent.mkdir(parents=True, exist_ok=True)
         file_handler = logging.FileHandler(path)
         file_handler.setFormatter(logging.Formatter(pattern))

@@ -1,0 +1,142 @@
+"""Live progress: one rate-limited line for the whole run, logged by the first rank.
+
+Every worker counts the evaluations of its island as they reach it (its own and those its island peers
+announce). Each island's first worker sends its island's counts and best loss to the first rank of the run
+at most once per interval, in a small non-blocking message; the first rank logs one line per interval:
+evaluations done and planned, best loss, evaluations per second and the estimated time left. A run with
+1,000 islands thus prints one line per interval, not 1,000.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .individual import Individual, Status
+from .mpi.messaging import Mailbox, Tag
+
+log = logging.getLogger("propulate")
+
+__all__ = ["Progress", "format_duration"]
+
+_DONE = (Status.COMPLETED, Status.FAILED, Status.PRUNED)
+
+
+@dataclass
+class _IslandCounts:
+    evaluated: int = 0  # since the run began, earlier sessions included
+    this_session: int = 0
+    best: float = math.inf
+
+
+class Progress:
+    """Counts an island's evaluations and reports the run's progress.
+
+    Parameters
+    ----------
+    mailbox : Mailbox
+        The mailbox over the communicator of all worker roots (rank 0 is the first rank of the run).
+    island : int
+        This worker's island.
+    island_head : bool
+        Whether this worker is its island's first worker (the one that reports).
+    planned : int or None
+        Evaluations planned for the whole run (generations × workers); ``None`` when it runs until stopped.
+    interval : float
+        Seconds between two progress lines (and between two reports of an island), > 0.
+    """
+
+    def __init__(
+        self, mailbox: Mailbox, island: int, island_head: bool, planned: int | None, interval: float
+    ) -> None:
+        self.mailbox = mailbox
+        self.island = island
+        self.island_head = island_head
+        self.first_rank = mailbox.comm.rank == 0
+        self.planned = planned
+        self.interval = interval
+        self.mine = _IslandCounts()
+        self.islands: dict[int, _IslandCounts] = {}  # on the first rank: every island's latest report
+        self._start = time.monotonic()
+        self._next = -math.inf
+
+    def begin(self, population: Iterable[Individual]) -> None:
+        """Count what earlier sessions evaluated on this island (its own individuals, not immigrants)."""
+        self.mine = _IslandCounts()
+        for ind in population:
+            if ind.migration_steps == 0 and ind.status in _DONE:
+                self.mine.evaluated += 1
+                self._offer(ind)
+        self._start = time.monotonic()
+
+    def count(self, individuals: Iterable[Individual]) -> None:
+        """Count newly evaluated individuals of this island (immigrants are counted on their own island)."""
+        for ind in individuals:
+            if ind.migration_steps == 0 and ind.status in _DONE:
+                self.mine.evaluated += 1
+                self.mine.this_session += 1
+                self._offer(ind)
+
+    def _offer(self, ind: Individual) -> None:
+        if ind.status is not Status.FAILED and ind.loss < self.mine.best:
+            self.mine.best = ind.loss
+
+    def tick(self) -> None:
+        """After a generation: report, or log the line, if the interval has passed since the last time."""
+        now = time.monotonic()
+        if now < self._next:
+            return
+        self._next = now + self.interval
+        self.report()
+        if self.first_rank:
+            self.receive()
+            log.info(f"Progress: {self.line()}.")
+
+    def report(self) -> None:
+        """Island heads other than the first rank: send the island's counts to the first rank."""
+        if self.island_head and not self.first_rank:
+            counts = (self.island, self.mine.evaluated, self.mine.this_session, self.mine.best)
+            self.mailbox.send(counts, [0], Tag.PROGRESS)
+
+    def receive(self) -> bool:
+        """First rank: take in the islands' reports; whether there were any."""
+        messages = self.mailbox.receive(Tag.PROGRESS)
+        for _, (island, evaluated, this_session, best) in messages:
+            self.islands[island] = _IslandCounts(evaluated, this_session, best)
+        return bool(messages)
+
+    def line(self) -> str:
+        """Return the progress line, from this island's counts and the other islands' latest reports."""
+        islands = {**self.islands, self.island: self.mine}
+        done = sum(c.evaluated for c in islands.values())
+        this_session = sum(c.this_session for c in islands.values())
+        best = min(c.best for c in islands.values())
+        elapsed = time.monotonic() - self._start
+        rate = this_session / elapsed if elapsed > 0 else 0.0
+        parts = [f"{done:,} evaluations"]
+        if self.planned:
+            parts[0] = f"{done:,}/{self.planned:,} evaluations ({100.0 * done / self.planned:.1f} %)"
+        parts.append(f"best loss {best:.6g}" if math.isfinite(best) else "no loss yet")
+        parts.append(f"{rate:.3g} evaluations/s")
+        if self.planned and rate > 0 and done < self.planned:
+            parts.append(f"about {format_duration((self.planned - done) / rate)} left")
+        parts.append(f"{format_duration(elapsed)} elapsed")
+        return ", ".join(parts)
+
+
+def format_duration(seconds: float) -> str:
+    """Format a duration for people: ``"42 s"``, ``"3 min 5 s"``, ``"2 h 10 min"``, ``"3 d 4 h"``."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s" if seconds >= 10 else f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h"

@@ -1,0 +1,44 @@
+"""The progress line under mpiexec: one line for the whole run on the first rank, per-rank log files."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+
+@pytest.mark.parametrize(("n", "num_islands"), [(1, 1), (2, 1), (4, 2), (8, 4)])
+def test_progress_line_on_first_rank_and_per_rank_logs(mpirun, tmp_path, n, num_islands):
+    generations = 30
+    env = {"PROPULATE_PROGRESS_INTERVAL": "0.01"}
+    out = mpirun(
+        "progress_run.py",
+        n,
+        "--checkpoint",
+        str(tmp_path / "ckpt"),
+        "--logs",
+        str(tmp_path / "logs"),
+        "--generations",
+        str(generations),
+        "--num-islands",
+        str(num_islands),
+        env=env,
+        timeout=120,
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("[rank")]
+    # Standard output: the first rank only.
+    assert lines and all(line.startswith("[rank 0]") for line in lines), out.stdout
+    progress = [line for line in lines if "Progress: " in line]
+    assert progress, out.stdout
+    planned = n * generations
+    for line in progress:
+        done, total = map(int, re.search(r"Progress: ([\d,]+)/([\d,]+) evaluations", line).groups())
+        assert total == planned and 1 <= done <= planned
+    done_line = next(line for line in lines if "Done: " in line)
+    assert f"Done: {planned:,}/{planned:,} evaluations (100.0 %)" in done_line
+    assert re.search(r"best loss [0-9.e+-]+", done_line)
+    # Every rank has its own file; only the first rank's has the progress lines.
+    logs = {p.name: p.read_text() for p in (tmp_path / "logs").iterdir()}
+    assert sorted(logs) == sorted(f"rank-{r}.log" for r in range(n))
+    assert "Done: " in logs["rank-0.log"]
+    assert all("Progress: " not in text for name, text in logs.items() if name != "rank-0.log")
