@@ -91,3 +91,24 @@ def test_surrogate_state_survives_resume(mpirun, tmp_path, ranks_per_worker):
     longer = run(mpirun, tmp_path, 4, "--ranks-per-worker", str(ranks_per_worker), "--generations", "14")
     check_consistent(longer, workers, 14)
     assert longer["baseline_is_best_curve"]
+
+
+@pytest.mark.parametrize("surrogate", ["loglinear", "dynamic"])
+def test_learning_curve_surrogates_under_mpi(mpirun, tmp_path, surrogate):
+    result = run(
+        mpirun,
+        tmp_path,
+        4,
+        "--ranks-per-worker",
+        "2",
+        "--surrogate",
+        surrogate,
+        "--generations",
+        "16",
+        timeout=240,
+    )
+    check_consistent(result, 2, 16)
+    status = result["status"]
+    assert status["PRUNED"] > 0, status
+    assert status["PRUNED"] + status["COMPLETED"] == 32, status
+    assert result["epochs_counted"]

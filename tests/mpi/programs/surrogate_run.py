@@ -22,7 +22,7 @@ import random
 from mpi4py import MPI
 
 from propulate import Islands, Status
-from propulate.surrogate import NullSurrogate, StaticSurrogate
+from propulate.surrogate import DynamicSurrogate, LogLinearSurrogate, NullSurrogate, StaticSurrogate
 from propulate.utils import get_default_propagator
 
 EPOCHS = 10
@@ -32,7 +32,7 @@ parser.add_argument("--checkpoint", required=True)
 parser.add_argument("--generations", type=int, default=12)
 parser.add_argument("--num-islands", type=int, default=1)
 parser.add_argument("--ranks-per-worker", type=int, default=1)
-parser.add_argument("--surrogate", choices=("static", "null"), default="static")
+parser.add_argument("--surrogate", choices=("static", "loglinear", "dynamic", "null"), default="static")
 parser.add_argument("--mode", choices=("run", "subrank-fail"), default="run")
 args = parser.parse_args()
 
@@ -56,7 +56,12 @@ def loss(params, comm=MPI.COMM_SELF):
 
 limits = {"x": (0.0, 4.0), "y": (-1.0, 1.0)}
 rng = random.Random(42 + world.rank)
-factory = StaticSurrogate if args.surrogate == "static" else NullSurrogate
+factory = {
+    "static": StaticSurrogate,
+    "loglinear": LogLinearSurrogate,
+    "dynamic": lambda: DynamicSurrogate(limits, min_runs=3),
+    "null": NullSurrogate,
+}[args.surrogate]
 islands = Islands(
     loss,
     get_default_propagator(4, limits, rng=rng),
