@@ -1,0 +1,146 @@
+"""``python -m propulate``: look at the results of a run from its checkpoint, without MPI.
+
+Subcommands (``python -m propulate SUBCOMMAND --help`` for their options):
+
+``report DIR``
+    Print the best configurations, counts per state and per island, evaluations per hour and worker
+    utilization.
+``export DIR --format csv|json``
+    Write one row per evaluation as CSV or JSON (columns in :mod:`propulate.results`).
+``plot DIR``
+    Write ``best_loss.png``, ``timeline.png`` and ``parameters.png`` (:mod:`propulate.plotting`).
+
+Exit status: 0 on success, 2 for a usage error, 1 when the work cannot be done (no checkpoint in ``DIR``, an
+unreadable checkpoint file, a missing optional package, a file that cannot be written); the reason goes to
+standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import __version__
+from .errors import PropulateError
+
+PROG = "python -m propulate"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the command-line parser of ``python -m propulate``."""
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Look at the results of a propulate run from its checkpoint directory. Needs no MPI: "
+        "runs on a login node while the job is still going, or after it ended.",
+        epilog=f"Run '{PROG} SUBCOMMAND --help' for the options of a subcommand.",
+    )
+    parser.add_argument("--version", action="version", version=f"propulate {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    directory = argparse.ArgumentParser(add_help=False)
+    directory.add_argument("directory", metavar="DIR", type=Path, help="the run's checkpoint_path")
+
+    report = commands.add_parser(
+        "report",
+        parents=[directory],
+        help="print the best configurations, counts, throughput and worker utilization",
+        description="Print a plain-text report: the best distinct configurations, evaluations per state "
+        "and per island, evaluations per hour of wall-clock time while the job ran, and each worker's "
+        "utilization (time evaluating / time of the sessions it evaluated in).",
+    )
+    report.add_argument(
+        "--top", type=_positive_int, default=5, metavar="N", help="how many configurations to list (5)"
+    )
+
+    export = commands.add_parser(
+        "export",
+        parents=[directory],
+        help="write one row per evaluation as CSV or JSON",
+        description="Write one row per evaluation, with Optuna's columns (number, value, state, "
+        "datetime_start, datetime_complete, duration, params_<name>, user_attrs_<name>) and propulate's "
+        "(island, worker, generation, migration_history, session, uid, active). Load it with "
+        "pandas.read_csv or pandas.read_json(..., orient='records').",
+    )
+    export.add_argument("--format", choices=("csv", "json"), default="csv", help="file format (csv)")
+    export.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="file to write, '-' for standard output (default: DIR/propulate-results.csv or .json)",
+    )
+    export.add_argument(
+        "--include-interrupted",
+        action="store_true",
+        help="also list evaluations the end of the job cut short (state WAITING, redone on resume)",
+    )
+
+    plot = commands.add_parser(
+        "plot",
+        parents=[directory],
+        help="write PNG figures of the search",
+        description="Write best_loss.png (best loss so far vs. evaluations and vs. time), timeline.png "
+        "(each worker's evaluations over time) and parameters.png (the loss against each parameter).",
+    )
+    plot.add_argument(
+        "-o", "--output-dir", metavar="OUTDIR", type=Path, help="where to write the figures (default: DIR)"
+    )
+    plot.add_argument("--dpi", type=_positive_int, default=120, help="resolution in dots per inch (120)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (PropulateError, ImportError, OSError) as err:
+        # No checkpoint or an unreadable one, a missing optional package, a file that cannot be written.
+        print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
+        return 1
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import results
+
+    checkpoint = results.read_checkpoint(args.directory)
+    if args.command == "report":
+        frame = results.checkpoint_dataframe(checkpoint, include_interrupted=True)
+        config = checkpoint.config
+        notes = [
+            f"checkpoint: {checkpoint.directory} ({checkpoint.sessions} session(s))",
+            f"latest session: {len(config.get('island_counts', []))} island(s) of sizes "
+            f"{config.get('island_counts')}, {config.get('ranks_per_worker', 1)} rank(s) per worker, "
+            f"propulate {config.get('version', '?')}",
+        ]
+        sys.stdout.write(results.format_report(frame, args.top, notes=notes))
+    elif args.command == "export":
+        frame = results.checkpoint_dataframe(checkpoint, include_interrupted=args.include_interrupted)
+        write = results.write_csv if args.format == "csv" else results.write_json
+        if args.output == "-":
+            write(frame, sys.stdout)
+        else:
+            path = Path(args.output or args.directory / f"propulate-results.{args.format}")
+            write(frame, path)
+            print(f"wrote {len(frame)} rows to {path}")
+    else:
+        from .plotting import save_figures
+
+        frame = results.checkpoint_dataframe(checkpoint)
+        for path in save_figures(frame, args.output_dir or args.directory, dpi=args.dpi):
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,351 @@
+"""Figures of a run, drawn from the frame of :func:`propulate.results.to_dataframe`.
+
+- :func:`plot_best_loss`: the best loss so far against the number of finished evaluations and against
+  wall-clock time;
+- :func:`plot_timeline`: one row per worker, a bar per evaluation colored by its state, over the time the
+  worker was available (idle time shows as the gaps);
+- :func:`plot_parameters`: the loss against each parameter.
+
+Time axes show wall-clock time *while running*: the sessions of a resumed run are put end to end (the time
+the job was not running between them is left out) and dotted lines mark where a session began.
+
+matplotlib is an optional dependency (``pip install "propulate[plot]"``), imported on first use. Figures are
+:class:`matplotlib.figure.Figure` objects drawn on the Agg canvas, without pyplot, so nothing here opens a
+window or changes matplotlib's global state; :func:`save_figures` writes them as PNG files.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .results import _pandas, session_spans, time_unit, utilization
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["FIGURES", "plot_best_loss", "plot_parameters", "plot_timeline", "save_figures"]
+
+# One color per finished state, from matplotlib's default cycle.
+COLORS = {"COMPLETE": "tab:blue", "PRUNED": "tab:orange", "FAIL": "tab:red"}
+LABELS = {
+    "COMPLETE": "completed",
+    "PRUNED": "pruned (last interim loss)",
+    "FAIL": "failed (no loss)",
+}
+IDLE = "#e6e6e6"
+
+
+def _figure(width: float, height: float) -> Figure:
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ImportError(
+            'plotting needs matplotlib; install it with: pip install "propulate[plot]"'
+        ) from err
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _running_clock(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return start and end of each evaluation and start of each session, in seconds while running.
+
+    The sessions are put end to end in order; evaluations that never finished get NaN.
+    """
+    spans = session_spans(frame)
+    origin = _epoch(spans["start"])
+    # Where each session starts on the running clock: after the spans of the sessions before it.
+    offset = np.concatenate(([0.0], np.cumsum(spans["span_s"].to_numpy())[:-1]))
+    where = np.searchsorted(spans.index.to_numpy(), frame["session"].to_numpy())
+    where = np.minimum(where, max(len(spans) - 1, 0))
+    shift = (offset[where] - origin[where]) if len(spans) else np.zeros(len(frame))
+    start = _epoch(frame["datetime_start"]) + shift
+    end = _epoch(frame["datetime_complete"]) + shift
+    return start, end, offset
+
+
+def _epoch(column: pd.Series) -> np.ndarray:
+    """Epoch seconds of a column of UTC timestamps; NaN for ``NaT``."""
+    pd = _pandas()
+    return (column - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
+
+
+def _dots(n: int) -> dict[str, float]:
+    """Marker size (points squared) and opacity for a scatter of ``n`` points: smaller, fainter for many."""
+    return {"s": 12.0, "alpha": 0.5} if n <= 2000 else {"s": 3.0, "alpha": 0.25}
+
+
+def _mark_sessions(ax: Axes, offsets: np.ndarray, scale: float) -> None:
+    for i, x in enumerate(offsets[1:], start=1):
+        ax.axvline(x / scale, color="0.4", linestyle=":", linewidth=1.0, label="resumed" if i == 1 else None)
+
+
+def _loss_scale(ax: Axes, losses: np.ndarray) -> None:
+    """Log scale for the loss when every loss is positive and they span more than a factor of ten."""
+    from matplotlib.ticker import FuncFormatter
+
+    finite = losses[np.isfinite(losses)]
+    if len(finite) and finite.min() > 0 and finite.max() > 10 * finite.min():
+        ax.set_yscale("log")
+        # Plain numbers ("0.2", "6") read more easily than 2 x 10^-1; few decades leave room for 2 and 5.
+        few = finite.max() < 1000 * finite.min()
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+        ax.yaxis.set_minor_formatter(FuncFormatter(lambda value, _: _minor_label(value) if few else ""))
+
+
+def _minor_label(value: float) -> str:
+    """Label the minor ticks 2 and 5 of each decade of a log axis."""
+    mantissa = round(value / 10 ** math.floor(math.log10(value)))
+    return f"{value:g}" if mantissa in (2, 5) else ""
+
+
+def plot_best_loss(frame: pd.DataFrame) -> Figure:
+    """Return the figure of the best loss so far, against finished evaluations and against time.
+
+    Every finished evaluation's loss is a dot (pruned ones in another color); the step line is the lowest
+    loss of a completed evaluation so far. The loss axis is logarithmic when all losses are positive and
+    span more than a factor of ten.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    """
+    fig = _figure(11.0, 4.5)
+    by_count, by_time = fig.subplots(1, 2, sharey=True)
+    _, end, offsets = _running_clock(frame)
+    done = np.flatnonzero(~np.isnan(end))
+    done = done[np.argsort(end[done], kind="stable")]
+    states = frame["state"].to_numpy()[done]
+    losses = frame["value"].to_numpy(dtype=np.float64)[done]
+    count = np.arange(1, len(done) + 1)
+    complete = states == "COMPLETE"
+    best = np.fmin.accumulate(np.where(complete, losses, np.inf)) if len(done) else losses
+    best[~np.isfinite(best)] = np.nan
+    scale, unit = time_unit(float(np.nanmax(end)) if len(done) else 0.0)
+    for ax, x in ((by_count, count), (by_time, end[done] / scale)):
+        for state in ("COMPLETE", "PRUNED"):
+            mask = states == state
+            if mask.any():
+                ax.scatter(
+                    x[mask], losses[mask], color=COLORS[state], label=LABELS[state], **_dots(len(done))
+                )
+        ax.step(x, best, where="post", color="black", linewidth=1.8, label="best loss so far")
+        ax.grid(True, alpha=0.3)
+    _loss_scale(by_count, losses[complete])
+    by_count.set_xlabel("finished evaluations (in order of completion)")
+    by_count.set_ylabel("loss (lower is better)")
+    by_count.set_title("Best loss vs. evaluations")
+    _mark_sessions(by_time, offsets, scale)
+    by_time.set_xlabel(f"wall-clock time while running [{unit}]")
+    by_time.set_title("Best loss vs. time")
+    for ax in (by_count, by_time):
+        if len(done):
+            ax.legend(loc="upper right", fontsize="small")
+        else:
+            ax.text(0.5, 0.5, "no finished evaluations", transform=ax.transAxes, ha="center", va="center")
+    failed = int((frame["state"] == "FAIL").sum())
+    final = f"best loss {np.nanmin(best):.6g}" if np.isfinite(best).any() else "no completed evaluation"
+    fig.suptitle(f"Search progress: {len(done):,} finished evaluations ({failed:,} failed), {final}")
+    return fig
+
+
+def plot_timeline(frame: pd.DataFrame) -> Figure:
+    """Return the figure of each worker's evaluations over time.
+
+    One row per worker ``(island, worker)``: a gray band over the sessions it evaluated in, and on it one
+    bar per evaluation, colored by state; the gray left showing is time the worker spent idle (breeding,
+    communicating, checkpointing, waiting). The title gives the overall utilization.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    start, end, offsets = _running_clock(frame)
+    done = ~np.isnan(end)
+    workers = frame.loc[done, ["island", "worker"]].drop_duplicates().sort_values(["island", "worker"])
+    keys = list(workers.itertuples(index=False, name=None))
+    fig = _figure(11.0, min(max(2.2 + 0.35 * len(keys), 3.2), 40.0))
+    ax = fig.subplots()
+    row_of = {key: row for row, key in enumerate(keys)}
+    rows = np.array([row_of.get(key, -1) for key in zip(frame["island"], frame["worker"], strict=True)])
+    spans = session_spans(frame)
+    scale, unit = time_unit(float(np.nanmax(end)) if done.any() else 0.0)
+    sessions = frame.loc[done, ["island", "worker", "session"]].drop_duplicates()
+    position = {session: i for i, session in enumerate(spans.index)}
+    for island, worker, session in sessions.itertuples(index=False, name=None):
+        i = position[session]
+        ax.broken_barh(
+            [(offsets[i] / scale, spans["span_s"].iloc[i] / scale)],
+            (row_of[(island, worker)] - 0.4, 0.8),
+            facecolors=IDLE,
+        )
+    states = frame["state"].to_numpy()
+    for state, color in COLORS.items():
+        chosen = np.flatnonzero(done & (states == state))
+        if len(chosen) == 0:
+            continue
+        chosen = chosen[np.argsort(rows[chosen], kind="stable")]
+        bars = np.column_stack((start[chosen] / scale, (end[chosen] - start[chosen]) / scale))
+        # One collection per worker row: split where the row changes.
+        cuts = np.flatnonzero(np.diff(rows[chosen])) + 1
+        for row_bars, row in zip(np.split(bars, cuts), rows[chosen][np.r_[0, cuts]], strict=True):
+            ax.broken_barh(row_bars.tolist(), (row - 0.35, 0.7), facecolors=color, edgecolor="none")
+    handles: list[Artist] = [Patch(color=IDLE, label="idle (breeding, communication, waiting)")]
+    handles += [Patch(color=COLORS[s], label=LABELS[s]) for s in LABELS if (states[done] == s).any()]
+    if len(offsets) > 1:
+        handles.append(Line2D([], [], color="0.4", linestyle=":", label="resumed"))
+    _mark_sessions(ax, offsets, scale)
+    # At most about 40 labelled rows: every worker's, or every k-th one's.
+    labelled = range(0, len(keys), max(1, math.ceil(len(keys) / 40)))
+    ax.set_yticks(labelled, [f"island {keys[k][0]}, worker {keys[k][1]}" for k in labelled])
+    ax.set_ylim(max(len(keys), 1) - 0.5, -0.5)
+    if not keys:
+        ax.text(0.5, 0.5, "no finished evaluations", transform=ax.transAxes, ha="center", va="center")
+    ax.set_xlabel(f"wall-clock time while running [{unit}]")
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
+    _, overall = utilization(frame)
+    title = f"Worker timeline: {len(keys)} worker(s), {int(done.sum()):,} evaluations"
+    if math.isfinite(overall):
+        title += f"; {100 * overall:.1f} % of the workers' time spent evaluating"
+    ax.set_title(title)
+    return fig
+
+
+def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
+    """Return the figure of the loss against each parameter, one panel per parameter.
+
+    Numeric parameters on a linear axis, or a logarithmic one when positive and spanning more than two
+    decades; categorical parameters as categories, the points spread sideways so that they do not hide
+    each other. Failed evaluations (no loss) are marked along the bottom edge; a star marks the best.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        What :func:`propulate.results.to_dataframe` returned.
+    seed : int
+        Seed of the sideways spread of categorical points (the figure is reproducible).
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed.
+    """
+    from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
+
+    params = [c for c in frame.columns if c.startswith("params_")]
+    ncols = 2 if len(params) == 4 else min(3, max(len(params), 1))
+    nrows = max(math.ceil(len(params) / ncols), 1)
+    fig = _figure(4.2 * ncols, 3.4 * nrows + 0.6)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, sharey=True)).ravel()
+    rng = np.random.default_rng(seed)
+    states = frame["state"].to_numpy()
+    losses = frame["value"].to_numpy(dtype=np.float64)
+    complete = states == "COMPLETE"
+    best = int(np.nanargmin(np.where(complete, losses, np.nan))) if complete.any() else -1
+    for ax, column in zip(axes, params, strict=False):
+        values = frame[column]
+        if values.dtype.name == "category":
+            x = values.cat.codes.to_numpy().astype(np.float64)
+            x = x + rng.uniform(-0.2, 0.2, size=len(x))
+            ax.set_xticks(range(len(values.cat.categories)))
+            ax.set_xticklabels([str(c) for c in values.cat.categories])
+            ax.set_xlim(-0.5, len(values.cat.categories) - 0.5)
+        else:
+            x = values.to_numpy(dtype=np.float64)
+            if len(x) and np.nanmin(x) > 0 and np.nanmax(x) > 100 * np.nanmin(x):
+                ax.set_xscale("log")
+            elif values.dtype.kind in "iu":
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        for state in ("COMPLETE", "PRUNED"):
+            mask = states == state
+            if mask.any():
+                ax.scatter(x[mask], losses[mask], color=COLORS[state], label=LABELS[state], **_dots(len(x)))
+        failed = states == "FAIL"
+        if failed.any():
+            # A strip along the bottom edge, whatever the loss scale: x in data, y in axes coordinates.
+            strip = Rectangle((0.0, 0.0), 1.0, 0.06, transform=ax.transAxes, color=COLORS["FAIL"], alpha=0.08)
+            ax.add_patch(strip)
+            ax.scatter(
+                x[failed],
+                np.full(failed.sum(), 0.03),
+                marker="x",
+                s=18,
+                color=COLORS["FAIL"],
+                transform=ax.get_xaxis_transform(),
+                label=LABELS["FAIL"],
+            )
+        if best >= 0:
+            label = f"best (loss {losses[best]:.4g})"
+            ax.scatter(x[best], losses[best], marker="*", s=160, color="gold", edgecolor="black", label=label)
+        ax.set_xlabel(column[len("params_") :])
+        ax.grid(True, alpha=0.3)
+        # Room along the bottom edge for the strip of failed evaluations.
+        ax.set_ymargin(0.1)
+    for ax in axes[len(params) :]:
+        ax.set_visible(False)
+    for ax in axes[::ncols]:
+        ax.set_ylabel("loss (lower is better)")
+    _loss_scale(axes[0], losses[complete])
+    if params:
+        handles, labels = axes[0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncols=len(handles))
+    fig.suptitle(f"Loss against each parameter ({int(np.isin(states, list(LABELS)).sum()):,} evaluations)")
+    return fig
+
+
+#: The figures :func:`save_figures` writes: file name -> function drawing it.
+FIGURES = {
+    "best_loss.png": plot_best_loss,
+    "timeline.png": plot_timeline,
+    "parameters.png": plot_parameters,
+}
+
+
+def save_figures(frame: pd.DataFrame, directory: str | Path, dpi: int = 120) -> list[Path]:
+    """Write every figure of :data:`FIGURES` as a PNG file into ``directory`` (created if missing).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        What :func:`propulate.results.to_dataframe` returned.
+    directory : str or pathlib.Path
+        Where to write.
+    dpi : int >= 1
+        Resolution in dots per inch.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValueError
+        If ``dpi`` is not a positive integer.
+    ImportError
+        If matplotlib is not installed.
+    """
+    if isinstance(dpi, bool) or not isinstance(dpi, int) or dpi < 1:
+        raise ValueError(f"dpi: expected a positive integer, got {dpi!r}")
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, draw in FIGURES.items():
+        path = directory / name
+        draw(frame).savefig(path, dpi=dpi)
+        written.append(path)
+    return written
