@@ -108,6 +108,17 @@ class Progress:
             self.islands[island] = _IslandCounts(evaluated, this_session, best)
         return bool(messages)
 
+    def gather(self) -> None:
+        """End of the run, collective over the worker roots: the first rank learns the final counts.
+
+        Called after the last messages were received, so an island head's counts include its peers' last
+        evaluations, which a report sent before draining could miss.
+        """
+        counts = self.mine if self.island_head else None
+        gathered = self.mailbox.comm.gather((self.island, counts), root=0)
+        if gathered is not None:  # the first rank
+            self.islands.update((island, c) for island, c in gathered if c is not None)
+
     def line(self) -> str:
         """Return the progress line, from this island's counts and the other islands' latest reports."""
         islands = {**self.islands, self.island: self.mine}

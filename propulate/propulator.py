@@ -544,9 +544,8 @@ class Propulator:
                 self._progress.tick()
             if debug >= 2 and self.island_rank == 0 and self.generation % logging_interval == 0:
                 self._log_progress()
-        if debug >= 1:
-            self._progress.report()  # the island's final counts, received by the first rank while draining
         self._finish()
+        self._progress.gather()
         if self._stop_reason is not None and self.island_rank == 0:
             log.warning(
                 f"Island {self.island_idx}: stopped early ({self._stop_reason}); {self._status_text()}."
@@ -656,10 +655,9 @@ class Propulator:
         assert isinstance(policy, MigrationPolicy)
         departed: list[int] = []
         for target, count in policy.targets():
-            active = self._population.active()
-            if not policy.pollination:
-                active = [ind for ind in active if ind.current == self.island_rank]
-            emigrants = policy.select_emigrants(active, count)
+            # A migrant leaves only from the worker responsible for it; a pollinator may be sent by any.
+            owner = None if policy.pollination else self.island_rank
+            emigrants = policy.choose_emigrants(self._population, count, owner)
             if not emigrants:
                 continue
             travellers = []
@@ -710,7 +708,7 @@ class Propulator:
         An island with too few active individuals pays the rest of its debt as soon as it has them.
         """
         assert isinstance(self.migration, MigrationPolicy)
-        victims = self.migration.select_replaced(self._population.active(), self._owed_replacements)
+        victims = self.migration.choose_replaced(self._population, self._owed_replacements)
         self._owed_replacements -= len(victims)
         return [victim.uid for victim in victims]
 

@@ -76,7 +76,7 @@ def _per_slot(name: str, value: object, space: SearchSpace) -> np.ndarray:
 
 
 def constriction_coefficient(c_cognitive: float, c_social: float) -> float:
-    """Return Clerc and Kennedy's constriction coefficient chi = 2 / |2 - phi - sqrt(phi^2 - 4 phi)|.
+    """Return Clerc and Kennedy's constriction coefficient ``chi = 2 / |2 - phi - sqrt(phi^2 - 4 phi)|``.
 
     Parameters
     ----------

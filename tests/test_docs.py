@@ -1,0 +1,83 @@
+"""The documentation in ``docs/`` builds with warnings as errors, and its API page lists every public name.
+
+The build runs Sphinx in a subprocess, as CI does (``python -m sphinx -W --keep-going -b html docs OUT``),
+so autodoc imports this checkout of propulate. "Lists" means the API page documents the object: Sphinx gives
+every documented class, function and value an HTML anchor named by its full name, under the module that
+defines it (``propulate.propagators.ga.PointMutation``), except the package's own names
+(``propulate.Islands``) and the surrogates (``propulate.surrogate.StaticSurrogate``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+# A full build takes about 20 s on two cores; this leaves room for a slow CI machine.
+BUILD_TIMEOUT = 300
+
+
+def _defining_module_names(module_name: str) -> dict[str, str]:
+    """Map each name of a module's ``__all__`` to its anchor: ``<defining module>.<name>``.
+
+    A class or function is documented under the module that defines it; a value (``FORMAT_VERSION``) under
+    the module whose ``__all__`` names it.
+    """
+    module = importlib.import_module(module_name)
+    anchors = {}
+    for name in module.__all__:
+        obj = getattr(module, name)
+        defined = inspect.isclass(obj) or inspect.isroutine(obj)
+        anchors[name] = f"{obj.__module__ if defined else module_name}.{name}"
+    return anchors
+
+
+def _expected_anchors() -> dict[str, str]:
+    """Return ``{public name: anchor}`` for every name the API page must document."""
+    import propulate
+
+    expected = {f"propulate.{name}": f"propulate.{name}" for name in propulate.__all__}
+    for module_name in (
+        "propulate.errors",
+        "propulate.checkpoint",
+        "propulate.propagators",
+        "propulate.utils",
+        "propulate.utils.benchmark_functions",
+        "propulate.utils.distributed",
+    ):
+        for name, anchor in _defining_module_names(module_name).items():
+            expected[f"{module_name}.{name}"] = anchor
+    try:
+        surrogate = importlib.import_module("propulate.surrogate")
+    except ImportError:  # the package is optional for this check until it exists
+        surrogate = None
+    if surrogate is not None:
+        # The surrogates are documented under the package users import them from.
+        for name in surrogate.__all__:
+            expected[f"propulate.surrogate.{name}"] = f"propulate.surrogate.{name}"
+    return expected
+
+
+def test_docs_build_without_warnings_and_list_every_public_name(tmp_path: Path) -> None:
+    pytest.importorskip("sphinx")
+    pytest.importorskip("numpydoc")
+    out = tmp_path / "html"
+    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", "docs", str(out)]
+    try:
+        build = subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"sphinx-build did not finish within {BUILD_TIMEOUT} s: {' '.join(command)}")
+    assert build.returncode == 0, f"sphinx-build -W failed:\n{build.stderr[-6000:]}\n{build.stdout[-2000:]}"
+
+    api = (out / "api.html").read_text(encoding="utf-8")
+    anchors = set(re.findall(r'\bid="([^"]+)"', api))
+    missing = sorted(name for name, anchor in _expected_anchors().items() if anchor not in anchors)
+    assert not missing, f"the API page does not document: {', '.join(missing)}"
