@@ -502,32 +502,56 @@ def _read(path: Path) -> dict[str, Any]:
         raise _unreadable(path, f"{type(err).__name__}: {err}") from None
 
 
-def _individual(row: np.void, blobs: np.ndarray, space: SearchSpace) -> Individual | None:
-    """Rebuild an individual from a row; ``None`` for a torn row (pointing past the heap)."""
-    end = int(row["extra_offset"]) + int(row["extra_length"])
-    if end > len(blobs) or int(row["extra_length"]) <= 0:
-        return None
-    try:
-        extra = json.loads(bytes(blobs[int(row["extra_offset"]) : end]))
-    except ValueError:
-        return None
-    ind = Individual(row["position"], space, generation=int(row["generation"]), rank=int(row["rank"]))
-    velocity = row["velocity"]
-    ind.velocity = None if np.isnan(velocity).all() else np.array(velocity)
-    ind.uid = int(row["uid"])
-    ind.status = Status(int(row["status"]))
-    ind.active = bool(row["active"])
-    ind.island = int(row["island"])
-    ind.current = int(row["current"])
-    ind.migration_steps = int(row["migration_steps"])
-    ind.loss = float(row["loss"])
-    ind.evaltime = float(row["evaltime"])
-    ind.evalperiod = float(row["evalperiod"])
-    ind.metrics = {str(k): float(v) for k, v in extra.get("metrics", {}).items()}
-    ind.migration_history = str(extra.get("history", ""))
-    ind.steps = int(extra.get("steps", 0))
-    ind.surrogate_data = extra.get("surrogate")
-    return ind
+class _Rows:
+    """The rows of one file as Python columns, read once: indexing numpy records field by field is slow."""
+
+    _SCALARS = (
+        "kind", "uid", "status", "active", "island", "home", "rank", "current", "generation",
+        "migration_steps", "loss", "evaltime", "evalperiod", "extra_offset", "extra_length",
+    )  # fmt: skip
+
+    def __init__(self, rows: np.ndarray, blobs: np.ndarray, space: SearchSpace) -> None:
+        self.space = space
+        self.columns = {name: rows[name].tolist() for name in self._SCALARS}
+        self.positions = rows["position"]
+        self.velocities = rows["velocity"]
+        self.moving = (~np.isnan(self.velocities).all(axis=1)).tolist() if len(rows) else []
+        self.heap = blobs.tobytes()
+        self._extras: dict[bytes, dict[str, Any]] = {}  # most rows share a few distinct extras
+
+    def __len__(self) -> int:
+        return len(self.columns["kind"])
+
+    def individual(self, i: int) -> Individual | None:
+        """Rebuild the individual of row ``i``; ``None`` for a torn row (pointing past the heap)."""
+        col = self.columns
+        offset, length = col["extra_offset"][i], col["extra_length"][i]
+        if length <= 0 or offset + length > len(self.heap):
+            return None
+        raw = self.heap[offset : offset + length]
+        extra = self._extras.get(raw)
+        if extra is None:
+            try:
+                extra = json.loads(raw)
+            except ValueError:
+                return None
+            self._extras[raw] = extra
+        ind = Individual(self.positions[i], self.space, generation=col["generation"][i], rank=col["rank"][i])
+        ind.velocity = np.array(self.velocities[i]) if self.moving[i] else None
+        ind.uid = col["uid"][i]
+        ind.status = Status(col["status"][i])
+        ind.active = bool(col["active"][i])
+        ind.island = col["island"][i]
+        ind.current = col["current"][i]
+        ind.migration_steps = col["migration_steps"][i]
+        ind.loss = col["loss"][i]
+        ind.evaltime = col["evaltime"][i]
+        ind.evalperiod = col["evalperiod"][i]
+        ind.metrics = {str(k): float(v) for k, v in extra.get("metrics", {}).items()}
+        ind.migration_history = str(extra.get("history", ""))
+        ind.steps = int(extra.get("steps", 0))
+        ind.surrogate_data = extra.get("surrogate")
+        return ind
 
 
 class _Replay:
@@ -553,22 +577,27 @@ class _Replay:
 
     def apply(self, rows: np.ndarray, blobs: np.ndarray, writer_island: int, origin: tuple[int, int]) -> int:
         """Apply the rows of writer ``origin = (session, writer)``; return its highest generation bred + 1."""
+        table = _Rows(rows, blobs, self.space)
+        kinds, uids = table.columns["kind"], table.columns["uid"]
+        # A start followed by the end of the same evaluation in this file changes nothing the end does not.
+        finished_here = {uid for kind, uid in zip(kinds, uids, strict=True) if kind == Record.EVALUATED}
         generation_end = 0
         deactivations: list[int] = []
-        for row in rows:
-            kind = int(row["kind"])
+        for i, kind in enumerate(kinds):
             if kind == Record.DEACTIVATED:
-                deactivations.append(int(row["uid"]))
+                deactivations.append(uids[i])
                 continue
             if kind not in (Record.STARTED, Record.EVALUATED, Record.ARRIVED, Record.DEPARTED):
                 continue  # a zeroed, torn row
-            ind = _individual(row, blobs, self.space)
+            if kind == Record.STARTED and uids[i] in finished_here:
+                continue
+            ind = table.individual(i)
             if ind is None:
                 continue
             if kind == Record.DEPARTED:
                 if ind.uid not in self.individuals:
                     self.individuals[ind.uid] = ind
-                    self.residence[ind.uid] = int(row["home"])
+                    self.residence[ind.uid] = table.columns["home"][i]
                     self.in_transit.add(ind.uid)
                 continue
             if kind in (Record.STARTED, Record.EVALUATED) and uid_origin(ind.uid) == origin:
