@@ -1,7 +1,8 @@
 """Minimize a benchmark function with the asynchronous parallel Nelder–Mead simplex search.
 
-All MPI ranks form one island and share one population. Each worker moves its own vertex of a simplex built
-from the best individuals found so far (rank 0 the worst vertex, rank 1 the second worst, ...), so the workers
+All MPI ranks form one island and share one population. Every worker follows the same serial Nelder–Mead
+method through the losses of the population; worker 0 evaluates the point the method needs next and the other
+workers the points it will likely need after that (the next reflection, a contraction, ...), so the workers
 try different points at the same time. Run it with::
 
     mpiexec -n 4 python tutorials/nm_example.py --generations 200 --function rosenbrock
@@ -27,7 +28,7 @@ if __name__ == "__main__":
 
     loss_fn, limits = get_function_search_space(config.function)
     rng = random.Random(config.seed + comm.rank)
-    # The initial simplex grows from the centre of the search space; pass start=... to begin elsewhere.
+    # Without start=..., the first point worker 0 draws is the start of the simplex.
     propagator = ParallelNelderMead(limits, rng)
     propulator = Propulator(
         loss_fn,

@@ -1,38 +1,64 @@
 r"""Parallel, asynchronous Nelder–Mead simplex search.
 
-The simplex moves of Nelder & Mead (1965) with the coefficients of Lagarias et al. (1998), for a simplex
+The serial method
+-----------------
+Nelder & Mead (1965) with the coefficients and decisions of Lagarias et al. (1998). For a simplex
 :math:`x_0, \dots, x_n` sorted best first (lowest loss) and the centroid :math:`c` of all vertices but the
-one that moves, :math:`x_k`:
+worst, :math:`x_n`:
 
 .. math::
 
-    x_r &= c + \alpha (c - x_k)            && \text{reflection} \\
+    x_r &= c + \alpha (c - x_n)            && \text{reflection} \\
     x_e &= c + \gamma (x_r - c)            && \text{expansion} \\
     x_c &= c + \rho (x_r - c)              && \text{outside contraction} \\
-    x_{cc} &= c - \rho (c - x_k)           && \text{inside contraction} \\
+    x_{cc} &= c - \rho (c - x_n)           && \text{inside contraction} \\
     x_i &\leftarrow x_0 + \sigma (x_i - x_0),\ i = 1, \dots, n   && \text{shrink towards the best vertex}
 
-Parallel and asynchronous adaptation (after Lee & Wiswall 2007)
----------------------------------------------------------------
-The simplex is not a private object: it is the best :math:`n + 1` distinct individuals with a finite loss of
-the population the loop passes in, so every worker builds on what every other worker found. The worker with
-island rank :math:`r` moves vertex :math:`k = n - (r \bmod n)` (rank 0 the worst, rank 1 the second worst,
-...; the best vertex never moves) and reflects it with :math:`\alpha \rho^{q}`, :math:`q = \lfloor r / n
-\rfloor`, so that workers beyond the :math:`n`-th try shorter steps instead of repeating a point. Each worker
-runs one move at a time as a small state machine (reflect, then expand, contract or shrink as the loss of its
-own last proposal decides, read back from the population). Its state is a few vectors
-(:meth:`ParallelNelderMead.state_dict`); without it (a fresh start or a resume onto another layout) the
-worker starts a new move from the population, which is always a valid Nelder–Mead step.
+An iteration evaluates :math:`x_r`. If :math:`f_r < f_0` it evaluates :math:`x_e` and keeps the better of the
+two; if :math:`f_r < f_{n-1}` it keeps :math:`x_r`; if :math:`f_r < f_n` it evaluates :math:`x_c` and keeps it
+if :math:`f_c \le f_r`; otherwise it evaluates :math:`x_{cc}` and keeps it if :math:`f_{cc} < f_n`. An
+iteration that keeps nothing shrinks the simplex and evaluates the :math:`n` new vertices. A simplex that has
+lost a direction (its spread along one parameter below :attr:`ParallelNelderMead.FLAT` times its largest
+spread, which Nelder–Mead cannot undo) is rebuilt around its best vertex (:meth:`ParallelNelderMead.restart`).
 
-Until :math:`n + 1` individuals are evaluated the workers evaluate the initial design (see
-:meth:`ParallelNelderMead.design_point`); worker :math:`r` takes the :math:`r`-th design point that is not in
-the population yet, so no two workers of the same population propose the same point.
+Parallel and asynchronous evaluation
+------------------------------------
+Every worker holds a replica of this serial method (:class:`SimplexState`) and advances it with the losses
+of the population's individuals, through every point whose loss is known, up to the first point the method
+needs that nobody has evaluated yet. The trajectory is a function of the losses alone, so all replicas agree,
+and the search does not depend on the number of workers or on their timing; a resumed run continues it. The
+workers only decide together which points to evaluate early:
 
-Boundary rule: a step from a base point :math:`b` inside the box (the centroid, the start or the best vertex)
-towards :math:`t` is shortened to :math:`b + \lambda (t - b)` with the largest :math:`\lambda \le 1` that
-stays inside the limits (:func:`step_inside`). Contractions and shrinks are convex combinations of points in
-the box and never need it. Unlike clipping, this keeps the point on the line of the move and the simplex
-non-degenerate.
+- A worker lists the points the method may ask for next, likeliest first, by following the possible outcomes
+  of the unknown losses (:meth:`ParallelNelderMead.speculate`, weighted by
+  :attr:`ParallelNelderMead.OUTCOMES`): the needed point; if the reflection is kept, the next reflection; the
+  inside contraction; the expansion; and so on. All points of an initial simplex or a shrink are needed.
+- The worker with island rank :math:`r` evaluates entry :math:`r` of its list. Worker 0 thus always
+  evaluates the needed point, so the method makes at least one step per generation of worker 0; the other
+  workers evaluate points it will likely need next, and when one of them was right, the method makes several
+  steps at once.
+
+With 4 workers in step, about two serial steps are made per round of evaluations; when the workers run out
+of step (cheap losses, oversubscribed cores), others' guesses arrive after worker 0 has evaluated the point
+itself, and the gain shrinks towards one step per round (``tests/mpi/test_nm.py`` has measured figures).
+This is speculative execution of the serial method. The classic alternative, Lee & Wiswall's (2007)
+simultaneous moves of the :math:`p` worst vertices, has a trajectory that depends on :math:`p` and timing;
+in the measurements behind this module (10-D sphere and Rosenbrock, in step) it gained little over the
+serial method, and asynchronous arrivals, each a candidate for a different simplex, made it degenerate.
+
+Initial simplex: the points ``start`` and ``start + h_i e_i`` with ``h = scale * (upper - lower)`` (see
+:meth:`ParallelNelderMead.design`). Without ``start``, the first point worker 0 of the island evaluates,
+drawn uniformly from its generator, is the start; until it is known, the other workers evaluate uniform
+random points too.
+
+Boundary rule: a step from a base point :math:`b` inside the box (the centroid) towards :math:`t` is
+shortened to :math:`b + \lambda (t - b)` with the largest :math:`\lambda \le 1` that stays inside the limits
+(:func:`step_inside`). Contractions and shrinks are convex combinations of points in the box and need no
+rule. Unlike clipping, this keeps the point on the line of the move and the simplex non-degenerate.
+
+Checkpoints: a worker's state is its replica (:meth:`ParallelNelderMead.state_dict`). A replica restored from
+a slightly older snapshot catches up from the population; without a saved state (a resume onto another
+layout) a worker replays the trajectory from the start.
 
 References
 ----------
@@ -47,20 +73,26 @@ Optimization and Applications 51(1), 2012.
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
+import itertools
 import math
 import random
 from collections.abc import Mapping, Sequence
 from enum import IntEnum
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ..individual import Individual, loss_order
 from ..space import Kind, SearchSpace
+from ..validation import check_real
 from .base import Propagator
 
 __all__ = [
     "ParallelNelderMead",
+    "SimplexState",
+    "Stage",
     "centroid",
     "contract_inside",
     "contract_outside",
@@ -71,9 +103,13 @@ __all__ = [
 ]
 
 
-def centroid(simplex: np.ndarray, k: int) -> np.ndarray:
-    """Return the centroid of all vertices of ``simplex`` (shape ``(n + 1, n)``) except vertex ``k``."""
-    return (simplex.sum(axis=0) - simplex[k]) / (len(simplex) - 1)
+def centroid(simplex: np.ndarray) -> np.ndarray:
+    """Return the centroid of all vertices of ``simplex`` (shape ``(n + 1, n)``, best first) but the last.
+
+    Each coordinate is an exactly rounded sum (:func:`math.fsum`): it does not depend on the order of the
+    vertices or on the machine, so every worker computes the same point for the same vertices.
+    """
+    return np.array([math.fsum(column) for column in simplex[:-1].T]) / (len(simplex) - 1)
 
 
 def reflect(c: np.ndarray, x: np.ndarray, alpha: float) -> np.ndarray:
@@ -92,7 +128,7 @@ def contract_outside(c: np.ndarray, x_r: np.ndarray, rho: float) -> np.ndarray:
 
 
 def contract_inside(c: np.ndarray, x: np.ndarray, rho: float) -> np.ndarray:
-    r"""Inside contraction :math:`x_{cc} = c - \rho (c - x)`, between centroid and moving vertex (eq. 2.6)."""
+    r"""Inside contraction :math:`x_{cc} = c - \rho (c - x)`, between centroid and worst vertex (eq. 2.6)."""
     return c - rho * (c - x)
 
 
@@ -115,57 +151,131 @@ def shrink(simplex: np.ndarray, sigma: float) -> np.ndarray:
 
 
 def step_inside(base: np.ndarray, target: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """Return ``base + lam * (target - base)`` with the largest ``lam`` in [0, 1] inside ``[lower, upper]``.
+    """Return ``target`` if it lies in ``[lower, upper]``, else the last point inside on the way there.
 
-    ``base`` must lie inside the box; the result lies on the segment from ``base`` to ``target`` (clipped
-    once more against rounding).
+    That is ``base + lam * (target - base)`` with the largest ``lam`` in [0, 1] inside the box (clipped once
+    more against rounding). ``base`` must lie inside the box.
     """
+    if np.all(target >= lower) and np.all(target <= upper):
+        return target
     d = target - base
-    lam = 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
         up = np.where(d > 0, (upper - base) / d, np.inf)
         down = np.where(d < 0, (lower - base) / d, np.inf)
-    lam = float(min(lam, up.min(initial=np.inf), down.min(initial=np.inf)))
+    lam = float(min(1.0, up.min(initial=np.inf), down.min(initial=np.inf)))
     return np.clip(base + max(lam, 0.0) * d, lower, upper)
 
 
-class Phase(IntEnum):
-    """Where a worker stands in its current Nelder–Mead move."""
+class Stage(IntEnum):
+    """The step of the serial method whose point is asked for next."""
 
-    #: No move under way: the next call starts one with a reflection.
-    IDLE = 0
-    #: The reflection point was proposed; its loss decides the next step.
-    REFLECTED = 1
-    #: The expansion point was proposed; the move ends with it.
-    EXPANDED = 2
-    #: The outside contraction point was proposed.
-    CONTRACTED_OUT = 3
-    #: The inside contraction point was proposed.
-    CONTRACTED_IN = 4
-    #: The shrunk vertices are proposed one per call.
-    SHRINKING = 5
+    #: Evaluating the initial simplex, one vertex after the other.
+    DESIGN = 0
+    #: The reflection point.
+    REFLECT = 1
+    #: The expansion point (the reflection beat the best vertex).
+    EXPAND = 2
+    #: The outside contraction point.
+    CONTRACT_OUT = 3
+    #: The inside contraction point.
+    CONTRACT_IN = 4
+    #: The shrunk vertices, one after the other.
+    SHRINK = 5
+
+
+@dataclasses.dataclass(frozen=True)
+class SimplexState:
+    """A state of the serial Nelder–Mead method: the simplex, the step it is at, the point it asks for.
+
+    Built by :meth:`ParallelNelderMead.make_state`, which computes ``point``.
+
+    Attributes
+    ----------
+    stage : Stage
+        The step whose point is asked for next.
+    vertices : numpy.ndarray
+        Shape ``(n + 1, n)``; sorted best first except while evaluating (``DESIGN``, ``SHRINK``).
+    losses : tuple of float
+        Losses of ``vertices[:len(losses)]``: all of them, or those evaluated so far while evaluating.
+    x_r : numpy.ndarray or None
+        Shape ``(n,)``: the reflection point, in the stages after ``REFLECT``.
+    f_r : float
+        Its loss.
+    step : int >= 0
+        How many evaluations the method has used so far; ``point`` is evaluation number ``step``.
+    restarts : int >= 0
+        How often the simplex was rebuilt (see :meth:`ParallelNelderMead.restart`).
+    anchor : float
+        The best loss when it was last rebuilt (``inf`` before).
+    point : numpy.ndarray
+        Shape ``(n,)``: the point whose loss the method needs next, inside the limits.
+    c : numpy.ndarray or None
+        Shape ``(n,)``: the centroid of all vertices but the worst, in the stages of an iteration.
+    """
+
+    stage: Stage
+    vertices: np.ndarray
+    losses: tuple[float, ...]
+    x_r: np.ndarray | None
+    f_r: float
+    step: int
+    restarts: int
+    anchor: float
+    point: np.ndarray
+    c: np.ndarray | None
+
+    def to_plain(self) -> dict[str, Any]:
+        """Return the state as plain Python values (for checkpoints); ``point`` is recomputed on load."""
+        return {
+            "stage": int(self.stage),
+            "vertices": self.vertices.tolist(),
+            "losses": list(self.losses),
+            "x_r": None if self.x_r is None else self.x_r.tolist(),
+            "f_r": self.f_r,
+            "step": self.step,
+            "restarts": self.restarts,
+            "anchor": self.anchor,
+        }
 
 
 def _key(x: np.ndarray) -> bytes:
     return np.ascontiguousarray(x, dtype=np.float64).tobytes()
 
 
-class ParallelNelderMead(Propagator):
-    r"""Asynchronous parallel Nelder–Mead: each worker moves a different vertex of the shared best simplex.
+def _sorted(vertices: np.ndarray, losses: Sequence[float]) -> tuple[np.ndarray, tuple[float, ...]]:
+    """Sort by loss, ties by position, so that every replica numbers equal vertices alike."""
+    values = np.asarray(losses, dtype=np.float64)
+    if len(set(losses)) == len(losses):
+        order = np.argsort(values, kind="stable")
+    else:
+        order = np.lexsort((*vertices.T[::-1], values))
+    return vertices[order], tuple(values[order].tolist())
 
-    See the module docstring for the moves, the parallel scheme, the initial design and the boundary rule.
-    Takes all active individuals (``breeding_pool`` is ``None``) and returns a list of one new individual.
+
+def _replace_worst(state: SimplexState, x: np.ndarray, f: float) -> tuple[np.ndarray, tuple[float, ...]]:
+    """Return the vertices and losses of ``state`` with the worst vertex replaced by ``x``, sorted."""
+    vertices = state.vertices.copy()
+    vertices[-1] = x
+    return _sorted(vertices, (*state.losses[:-1], f))
+
+
+class ParallelNelderMead(Propagator):
+    r"""Asynchronous parallel Nelder–Mead: each worker evaluates a point the serial method will likely need.
+
+    See the module docstring for the method, the parallel scheme, the initial simplex and the boundary rule.
+    Takes all active individuals in arrival order (``breeding_pool`` is ``None``) and returns a list of one
+    new individual inside the limits. The loop tells it the worker's island rank with :meth:`bind`.
 
     Parameters
     ----------
     limits : dict or SearchSpace
         The search space; every parameter must be continuous (a ``(low, high)`` tuple of floats).
-    rng : random.Random
-        The generator owned by this propagator; used only to leave a point the simplex cannot get away from
-        (every candidate of a collapsed simplex already evaluated). The initial design is deterministic.
+    rng : random.Random, optional
+        The generator owned by this propagator. Used only without ``start``: for the uniform points evaluated
+        until worker 0's first point, the start, is known.
     start : dict or array-like, optional
         The first vertex: parameter values as a dict, or a position of shape ``(n,)``; inside the limits.
-        The centre of the box by default.
+        Without it, the first point worker 0 evaluates, drawn uniformly from the box.
     alpha : float > 0
         Reflection coefficient :math:`\alpha` (Lagarias et al. 1998: 1).
     gamma : float > max(1, alpha)
@@ -175,7 +285,7 @@ class ParallelNelderMead(Propagator):
     sigma : float in (0, 1)
         Shrink coefficient :math:`\sigma` (0.5).
     scale : float > 0
-        Edge length of the initial simplex as a fraction of each parameter's range.
+        Edge length of the initial simplex as a fraction of each parameter's range (shortened to the box).
 
     Raises
     ------
@@ -185,13 +295,26 @@ class ParallelNelderMead(Propagator):
 
     Notes
     -----
-    For many parameters the adaptive coefficients of Gao & Han (2012), :math:`\alpha = 1`,
-    :math:`\gamma = 1 + 2/n`, :math:`\rho = 3/4 - 1/(2n)`, :math:`\sigma = 1 - 1/n`, often work better;
-    :meth:`adaptive` builds the propagator with them.
+    Worker :math:`r` evaluates the :math:`r`-th likeliest point, so beyond a handful of workers per island
+    the extra ones mostly evaluate unlikely points. For many parameters the adaptive coefficients of Gao &
+    Han (2012), :math:`\alpha = 1`, :math:`\gamma = 1 + 2/n`, :math:`\rho = 3/4 - 1/(2n)`,
+    :math:`\sigma = 1 - 1/n`, may work better; :meth:`adaptive` builds the propagator with them.
     """
 
-    #: A population member joins the simplex only if it is this far (relative) off the others' affine hull.
-    FLATNESS = 0.05
+    #: Rough frequencies of the outcomes of an unknown loss, to rank the points to evaluate early: of a
+    #: reflection (kept, expansion, inside, outside contraction; the serial method on 10-D sphere and
+    #: Rosenbrock: about 55 %, 20 %, 20 %, 5 %), of an expansion (better than the reflection or not) and of a
+    #: contraction (kept, or a shrink follows).
+    OUTCOMES: ClassVar[dict[Stage, tuple[float, ...]]] = {
+        Stage.REFLECT: (0.55, 0.2, 0.2, 0.05),
+        Stage.EXPAND: (0.5, 0.5),
+        Stage.CONTRACT_OUT: (0.9, 0.1),
+        Stage.CONTRACT_IN: (0.9, 0.1),
+    }
+    #: A simplex whose spread along a parameter is below this fraction of its largest spread is rebuilt.
+    FLAT = 1e-3
+    #: Most states of the serial method a worker explores to find its next point.
+    MAX_EXPLORED = 64
 
     def __init__(
         self,
@@ -212,23 +335,20 @@ class ParallelNelderMead(Propagator):
                     f"limits[{p.name!r}]: ParallelNelderMead searches continuous parameters only (float "
                     f"ranges), got {p.bounds!r}"
                 )
-        checks = {
-            "alpha": (alpha, alpha > 0, "> 0"),
-            "gamma": (gamma, gamma > 1 and gamma > alpha, "> 1 and > alpha"),
-            "rho": (rho, 0 < rho < 1, "in (0, 1)"),
-            "sigma": (sigma, 0 < sigma < 1, "in (0, 1)"),
-            "scale": (scale, scale > 0 and math.isfinite(scale), "> 0"),
-        }
-        for name, (value, ok, allowed) in checks.items():
-            if not ok:
-                raise ValueError(f"{name}: expected a number {allowed}, got {value!r}")
+        coefficients = {"alpha": alpha, "gamma": gamma, "rho": rho, "sigma": sigma, "scale": scale}
         self.alpha, self.gamma, self.rho, self.sigma, self.scale = (
-            float(alpha),
-            float(gamma),
-            float(rho),
-            float(sigma),
-            float(scale),
+            check_real(name, value) for name, value in coefficients.items()
         )
+        checks = {
+            "alpha": (self.alpha > 0, "> 0"),
+            "gamma": (self.gamma > 1 and self.gamma > self.alpha, "> 1 and > alpha"),
+            "rho": (0 < self.rho < 1, "in (0, 1)"),
+            "sigma": (0 < self.sigma < 1, "in (0, 1)"),
+            "scale": (self.scale > 0, "> 0"),
+        }
+        for name, (ok, allowed) in checks.items():
+            if not ok:
+                raise ValueError(f"{name}: expected a number {allowed}, got {coefficients[name]!r}")
         self.n = self.space.ndim
         self.lower = np.asarray(self.space.lower, dtype=np.float64)
         self.upper = np.asarray(self.space.upper, dtype=np.float64)
@@ -251,9 +371,11 @@ class ParallelNelderMead(Propagator):
             return cls(limits, rng, start, scale=scale)  # sigma = 1 - 1/n would be 0 for n = 1
         return cls(limits, rng, start, 1.0, 1.0 + 2.0 / n, 0.75 - 0.5 / n, 1.0 - 1.0 / n, scale)
 
-    def _check_start(self, start: Mapping[str, float] | Sequence[float] | np.ndarray | None) -> np.ndarray:
+    def _check_start(
+        self, start: Mapping[str, float] | Sequence[float] | np.ndarray | None
+    ) -> np.ndarray | None:
         if start is None:
-            return (self.lower + self.upper) / 2
+            return None
         if isinstance(start, Mapping):
             x = self.space.encode(start)
         else:
@@ -265,252 +387,297 @@ class ParallelNelderMead(Propagator):
         return x
 
     def _reset(self) -> None:
-        self._phase = Phase.IDLE
-        self._cycle: dict[str, Any] = {}
-        self._queue: list[np.ndarray] = []
+        #: The replica of the serial method; None until its start point is known.
+        self._state: SimplexState | None = None
+        #: Losses of the points evaluated so far, by position (the lowest of repeated points).
+        self._known: dict[bytes, float] = {}
+        #: uids of the individuals already in ``_known``.
+        self._seen: set[int] = set()
+        #: Points this worker evaluated that never came back (failed): they count as infinitely bad.
+        self._failed: dict[bytes, float] = {}
+        #: This worker's last proposal, to notice a failed evaluation.
         self._last: np.ndarray | None = None
-        self._simplex: np.ndarray | None = None
-        self._losses = np.zeros(0)
 
     def bind(self, island_rank: int) -> None:
-        """Take the vertex and design point of worker ``island_rank`` (see the module docstring)."""
+        """Evaluate entry ``island_rank`` of the list of likely points (see the module docstring)."""
         if island_rank != self.island_rank:
+            self.island_rank = int(island_rank)
             self._reset()
-        self.island_rank = int(island_rank)
 
-    # --- initial design -------------------------------------------------------------------------------------
+    # --- the serial method ----------------------------------------------------------------------------------
 
-    def design_point(self, j: int) -> np.ndarray:
-        """Return point ``j`` of the initial design, inside the limits.
+    def design(self, center: np.ndarray, edge: np.ndarray | None = None) -> np.ndarray:
+        """Return an initial simplex around ``center``, shape ``(n + 1, n)``, inside the limits.
 
-        ``j = 0``: ``start``. ``j = 1..n``: ``start + h_i e_i`` with ``h = scale * (upper - lower)``,
-        ``i = j - 1``, the opposite direction if only that one fits, else shortened to the farther bound.
-        ``j = n+1..2n``: ``start - h_i e_i``, shortened to the bound. ``j > 2n``: ``start + h * u`` with
-        ``u`` uniform in ``[-1, 1]^n`` from a generator seeded with ``j`` (reproducible everywhere), shortened
-        by :func:`step_inside`. Points 0 to ``n`` form the initial simplex.
+        Vertex 0 is ``center``; vertex ``i + 1`` is ``center + h_i e_i`` with the edge lengths ``h``
+        (default ``scale * (upper - lower)``), or ``center - h_i e_i`` if only that fits, else shortened to
+        the farther bound.
         """
-        x0 = self.start
-        if j == 0:
-            return x0.copy()
-        if j <= self.n:
-            i = j - 1
+        edge = self.edge if edge is None else edge
+        vertices = [center.copy()]
+        for i in range(self.n):
             step = np.zeros(self.n)
-            step[i] = self.edge[i]
-            if x0[i] + step[i] > self.upper[i]:
-                if x0[i] - step[i] >= self.lower[i]:
+            step[i] = edge[i]
+            if center[i] + step[i] > self.upper[i]:
+                if center[i] - step[i] >= self.lower[i]:
                     step[i] = -step[i]
-                elif self.upper[i] - x0[i] < x0[i] - self.lower[i]:
-                    step[i] = self.lower[i] - x0[i]
-            return step_inside(x0, x0 + step, self.lower, self.upper)
-        if j <= 2 * self.n:
-            i = j - self.n - 1
-            step = np.zeros(self.n)
-            step[i] = -self.edge[i]
-            return step_inside(x0, x0 + step, self.lower, self.upper)
-        u = np.random.default_rng([0x4E4D, j]).uniform(-1.0, 1.0, self.n)
-        return step_inside(x0, x0 + self.edge * u, self.lower, self.upper)
+                elif self.upper[i] - center[i] < center[i] - self.lower[i]:
+                    step[i] = self.lower[i] - center[i]
+                else:
+                    step[i] = self.upper[i] - center[i]
+            vertices.append(step_inside(center, center + step, self.lower, self.upper))
+        return np.array(vertices)
 
-    def _design_proposal(self, known: dict[bytes, float]) -> np.ndarray:
-        """Return the ``island_rank``-th design point not in the population yet."""
-        seen: set[bytes] = set()
-        missing = 0
-        j = 0
-        while True:
-            x = self.design_point(j)
-            key = _key(x)
-            if key not in known and key not in seen:
-                if missing == self.island_rank:
-                    return x
-                missing += 1
-            seen.add(key)
-            j += 1
+    def make_state(
+        self,
+        stage: Stage,
+        vertices: np.ndarray,
+        losses: tuple[float, ...],
+        x_r: np.ndarray | None = None,
+        f_r: float = math.inf,
+        step: int = 0,
+        restarts: int = 0,
+        anchor: float = math.inf,
+        c: np.ndarray | None = None,
+    ) -> SimplexState:
+        """Return the state with these fields and the point it asks for (see :class:`SimplexState`).
 
-    # --- the moves ------------------------------------------------------------------------------------------
+        ``c``, the centroid of ``vertices`` but the last, is computed unless given.
 
-    def vertex_of(self, island_rank: int) -> tuple[int, float]:
-        """Return the vertex index ``k`` worker ``island_rank`` moves and its reflection coefficient."""
-        k = self.n - island_rank % self.n
-        return k, self.alpha * self.rho ** (island_rank // self.n)
-
-    def _begin_move(self, simplex: np.ndarray, losses: np.ndarray) -> np.ndarray:
-        k, alpha = self.vertex_of(self.island_rank)
-        c = centroid(simplex, k)
-        x_r = step_inside(c, reflect(c, simplex[k], alpha), self.lower, self.upper)
-        self._cycle = {
-            "c": c,
-            "x_k": simplex[k].copy(),
-            "f_k": float(losses[k]),
-            "f_best": float(losses[0]),
-            "f_accept": float(losses[k - 1]),  # the next better vertex; the second worst for k = n
-            "x_r": x_r,
-            "f_r": math.inf,
-            "k": k,
-        }
-        self._phase = Phase.REFLECTED
-        return x_r
-
-    def _accept(self, x: np.ndarray, f: float) -> None:
-        """Replace the moving vertex of this worker's simplex by ``x`` (Nelder & Mead's acceptance)."""
-        k = int(self._cycle["k"])
-        assert self._simplex is not None  # a move only starts once the simplex exists
-        self._simplex[k] = x
-        self._losses[k] = f
-
-    def _next_step(self, f: float) -> np.ndarray | None:
-        """Decide the move's next point from the loss ``f`` of the last proposal (None: move done)."""
-        cyc = self._cycle
-        c, phase = cyc["c"], self._phase
-        if phase is Phase.REFLECTED:
-            cyc["f_r"] = f
-            if f < cyc["f_best"]:
-                self._phase = Phase.EXPANDED
-                return step_inside(c, expand(c, cyc["x_r"], self.gamma), self.lower, self.upper)
-            if f < cyc["f_accept"]:
-                self._accept(cyc["x_r"], f)
-                return None
-            if f < cyc["f_k"]:
-                self._phase = Phase.CONTRACTED_OUT
-                return contract_outside(c, cyc["x_r"], self.rho)
-            self._phase = Phase.CONTRACTED_IN
-            return contract_inside(c, cyc["x_k"], self.rho)
-        assert self._last is not None
-        if phase is Phase.EXPANDED:
-            if f < cyc["f_r"]:
-                self._accept(self._last, f)
-            else:
-                self._accept(cyc["x_r"], cyc["f_r"])
-        elif (phase is Phase.CONTRACTED_OUT and f <= cyc["f_r"]) or (
-            phase is Phase.CONTRACTED_IN and f < cyc["f_k"]
-        ):
-            self._accept(self._last, f)
-        else:
-            assert self._simplex is not None
-            self._simplex = shrink(self._simplex, self.sigma)
-            self._losses[1:] = math.inf
-            first = int(cyc["k"]) - 1  # own vertex first, then the others in turn
-            self._queue = [self._simplex[1 + (first + i) % self.n].copy() for i in range(self.n)]
-            self._phase = Phase.SHRINKING
-        return None
-
-    def _select_simplex(self, inds: list[Individual]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return the best well-spread vertices: in loss order, each far enough from the others' hull.
-
-        A candidate joins when the part of ``x - x_0`` orthogonal to the edges chosen so far is at least
-        ``FLATNESS`` times its length. Returns the vertices (best first), their losses and an orthonormal
-        basis of the edges, shape ``(m, n)``.
+        Raises
+        ------
+        ValueError
+            If ``stage`` comes after a reflection and ``x_r`` is missing.
         """
-        vertices: list[np.ndarray] = []
-        losses: list[float] = []
-        basis = np.zeros((0, self.n))
-        for ind in sorted(inds, key=loss_order):
-            x = ind.position
-            if not vertices:
-                vertices.append(x)
-                losses.append(loss_order(ind))
-                continue
-            v = x - vertices[0]
-            residual = v - basis.T @ (basis @ v)
-            norm = float(np.linalg.norm(residual))
-            if norm > self.FLATNESS * float(np.linalg.norm(v)) and norm > 0:
-                vertices.append(x)
-                losses.append(loss_order(ind))
-                basis = np.vstack([basis, residual / norm])
-                if len(vertices) == self.n + 1:
-                    break
-        return np.array(vertices, dtype=np.float64), np.array(losses), basis
-
-    def _complete(self, simplex: np.ndarray, basis: np.ndarray) -> np.ndarray:
-        """Return a point off the flat simplex: the best vertex moved along the least covered axis."""
-        residual = 1.0 - np.sum(basis**2, axis=0)  # squared part of each axis orthogonal to the edges
-        axes = np.argsort(-residual, kind="stable")[: self.n - len(basis)]
-        i = int(axes[self.island_rank % len(axes)])
-        sign = 1.0 if (self.island_rank // len(axes)) % 2 == 0 else -1.0
-        spread = max((float(np.linalg.norm(x - simplex[0])) for x in simplex[1:]), default=0.0)
-        length = spread if spread > 0 else float(self.edge[i])
-        direction = np.eye(self.n)[i] - basis.T @ (basis @ np.eye(self.n)[i])
-        direction /= np.linalg.norm(direction)
-        x0 = simplex[0]
-        forward = step_inside(x0, x0 + sign * length * direction, self.lower, self.upper)
-        backward = step_inside(x0, x0 - sign * length * direction, self.lower, self.upper)
-        if np.linalg.norm(backward - x0) > np.linalg.norm(forward - x0):
-            return backward
-        return forward
-
-    def _propose(self, inds: list[Individual]) -> np.ndarray:
-        known: dict[bytes, float] = {}
-        for ind in inds:
-            key = _key(ind.position)
-            known[key] = min(known.get(key, math.inf), loss_order(ind))
-        finite = [ind for ind in inds if math.isfinite(loss_order(ind))]
-        if len(finite) < self.n + 1:
-            return self._design_proposal(known)
-        simplex, losses, basis = self._select_simplex(finite)
-        if len(simplex) < self.n + 1:
-            self._phase = Phase.IDLE
-            completion = self._complete(simplex, basis)
-            return completion if _key(completion) not in known else self._escape(simplex, known)
-
-        if self._simplex is None:
-            self._simplex, self._losses = simplex, losses
-        proposal: np.ndarray | None = None
-        if self._phase in (Phase.REFLECTED, Phase.EXPANDED, Phase.CONTRACTED_OUT, Phase.CONTRACTED_IN):
-            f = known.get(_key(self._last)) if self._last is not None else None
-            if f is None:  # own proposal not (or no longer) in the population: abandon the move
-                self._phase = Phase.IDLE
+        if stage in (Stage.DESIGN, Stage.SHRINK):
+            point, c = vertices[len(losses)], None
+        else:
+            c = centroid(vertices) if c is None else c
+            if stage is Stage.REFLECT:
+                point = step_inside(c, reflect(c, vertices[-1], self.alpha), self.lower, self.upper)
+            elif stage is Stage.CONTRACT_IN:
+                point = contract_inside(c, vertices[-1], self.rho)
+            elif x_r is None:
+                raise ValueError(f"x_r: the stage {stage.name} needs the reflection point")
+            elif stage is Stage.EXPAND:
+                point = step_inside(c, expand(c, x_r, self.gamma), self.lower, self.upper)
             else:
-                proposal = self._next_step(f)
-                if proposal is None and self._phase is not Phase.SHRINKING:
-                    self._phase = Phase.IDLE
-        if proposal is None and self._phase is Phase.SHRINKING:
-            while self._queue and proposal is None:
-                x = self._queue.pop(0)
-                if _key(x) not in known:
-                    proposal = x
-            if proposal is None:
-                self._phase = Phase.IDLE
-        if proposal is None:
-            proposal = self._begin_move(*self._own_simplex(simplex, losses, known))
-        if _key(proposal) in known:
-            proposal = self._escape(self._simplex, known)
-        return proposal
+                point = contract_outside(c, x_r, self.rho)
+        return SimplexState(stage, vertices, losses, x_r, f_r, step, restarts, anchor, point, c)
 
-    def _own_simplex(
-        self, simplex: np.ndarray, losses: np.ndarray, known: dict[bytes, float]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Return the worker's simplex, sorted, losses read back, the island's best vertex adopted."""
-        own = self._simplex
-        assert own is not None
-        f = np.array([known.get(_key(x), math.inf) for x in own])
-        if losses[0] < f.min() and _key(simplex[0]) not in {_key(x) for x in own}:
-            worst = int(np.argmax(f))
-            trial = own.copy()
-            trial[worst] = simplex[0]
-            if np.linalg.matrix_rank(trial[1:] - trial[0], tol=1e-12 * float(np.max(self.edge))) == self.n:
-                own, f = trial, f.copy()
-                f[worst] = losses[0]
-        order = np.argsort(f, kind="stable")
-        self._simplex, self._losses = own[order].copy(), f[order].copy()
-        return self._simplex, self._losses
+    def state_from_plain(self, plain: Mapping[str, Any]) -> SimplexState:
+        """Rebuild a state from :meth:`SimplexState.to_plain`."""
+        x_r = plain["x_r"]
+        return self.make_state(
+            Stage(int(plain["stage"])),
+            np.array(plain["vertices"], dtype=np.float64),
+            tuple(float(f) for f in plain["losses"]),
+            None if x_r is None else np.array(x_r, dtype=np.float64),
+            float(plain["f_r"]),
+            int(plain["step"]),
+            int(plain["restarts"]),
+            float(plain["anchor"]),
+        )
 
-    def _escape(self, simplex: np.ndarray, known: dict[bytes, float]) -> np.ndarray:
-        """Return a new point when the move's one is already evaluated: own vertex pulled to the best."""
-        self._phase = Phase.IDLE
-        k, _ = self.vertex_of(self.island_rank)
-        for m in range(1, 64):
-            x = simplex[0] + self.sigma**m * (simplex[k] - simplex[0])
-            if _key(x) not in known:
-                return x
-        # The simplex collapsed onto evaluated points: a small random step around the best vertex.
-        u = np.array([self.rng.uniform(-1.0, 1.0) for _ in range(self.n)])
-        return step_inside(simplex[0], simplex[0] + 1e-6 * self.edge * u, self.lower, self.upper)
+    def tell(self, state: SimplexState, f: float) -> SimplexState:
+        """Return the state after the loss ``f`` of ``state.point`` (Nelder & Mead's decisions)."""
+        x, losses = state.point, state.losses
 
-    def __call__(self, inds: list[Individual]) -> list[Individual]:
-        """Return a list of one new individual: the next point of this worker's move.
+        def then(
+            stage: Stage,
+            vertices: np.ndarray,
+            losses: tuple[float, ...],
+            x_r: np.ndarray | None = None,
+            f_r: float = math.inf,
+        ) -> SimplexState:
+            # The centroid carries over while the vertices stay the same.
+            c = state.c if vertices is state.vertices else None
+            return self.make_state(
+                stage, vertices, losses, x_r, f_r, state.step + 1, state.restarts, state.anchor, c
+            )
+
+        if state.stage in (Stage.DESIGN, Stage.SHRINK):
+            losses = (*losses, f)
+            if len(losses) <= self.n:
+                return then(state.stage, state.vertices, losses)
+            return self.restart(then(Stage.REFLECT, *_sorted(state.vertices, losses)))
+        if state.stage is Stage.REFLECT:
+            if f < losses[0]:
+                return then(Stage.EXPAND, state.vertices, losses, x, f)
+            if f < losses[-2]:
+                return self.restart(then(Stage.REFLECT, *_replace_worst(state, x, f)))
+            stage = Stage.CONTRACT_OUT if f < losses[-1] else Stage.CONTRACT_IN
+            return then(stage, state.vertices, losses, x, f)
+        if state.stage is Stage.EXPAND:
+            assert state.x_r is not None  # the stages after REFLECT carry the reflection point
+            kept = (x, f) if f < state.f_r else (state.x_r, state.f_r)
+            return self.restart(then(Stage.REFLECT, *_replace_worst(state, *kept)))
+        if (state.stage is Stage.CONTRACT_OUT and f <= state.f_r) or (
+            state.stage is Stage.CONTRACT_IN and f < losses[-1]
+        ):
+            return self.restart(then(Stage.REFLECT, *_replace_worst(state, x, f)))
+        return then(Stage.SHRINK, shrink(state.vertices, self.sigma), losses[:1])
+
+    def restart(self, state: SimplexState) -> SimplexState:
+        """Return ``state``, or a new initial simplex around its best vertex if the simplex degenerated.
+
+        A simplex degenerates when the spread of its vertices along one parameter falls below :attr:`FLAT`
+        times the largest spread (both relative to the ranges): Nelder–Mead cannot regain a lost direction.
+        The new simplex has edges of the largest spread. It happens only if the best loss improved since
+        the last rebuild, so the method never rebuilds the same simplex twice. A simplex that collapsed onto
+        one point is rebuilt with the initial edge lengths halved once per rebuild.
+        """
+        free = self.upper > self.lower  # a parameter with a zero-width range has no direction to lose
+        if not free.any():
+            return state
+        spread = np.ptp(state.vertices[:, free], axis=0) / (self.upper - self.lower)[free]
+        largest = float(spread.max())
+        if largest > 0 and (spread.min() >= self.FLAT * largest or not state.losses[0] < state.anchor):
+            return state
+        edge = largest * (self.upper - self.lower) if largest > 0 else self.edge * 0.5**state.restarts
+        return self.make_state(
+            Stage.DESIGN,
+            self.design(state.vertices[0], edge),
+            state.losses[:1],
+            step=state.step,
+            restarts=state.restarts + 1,
+            anchor=state.losses[0],
+        )
+
+    # --- the replica and the points to evaluate -------------------------------------------------------------
+
+    def _learn(self, inds: list[Individual]) -> list[Individual]:
+        """Record the losses of the individuals that arrived since the last call and return those.
+
+        The loop passes individuals in arrival order, so the new ones are the tail after the last one seen.
+        """
+        new = []
+        for ind in reversed(inds):
+            if ind.uid in self._seen:
+                break
+            if ind.uid >= 0:
+                self._seen.add(ind.uid)
+            key = _key(ind.position)
+            self._known[key] = min(self._known.get(key, math.inf), loss_order(ind))
+            new.append(ind)
+        return new
+
+    def _loss(self, x: np.ndarray) -> float | None:
+        key = _key(x)
+        if key in self._known:
+            return self._known[key]
+        return self._failed.get(key)
+
+    def _start(self, inds: list[Individual]) -> SimplexState | None:
+        """Return the initial state, or None while the start point is not known yet."""
+        if self.start is not None:
+            return self.make_state(Stage.DESIGN, self.design(self.start), ())
+        first = [ind for ind in inds if ind.rank == 0 and ind.migration_steps == 0 and ind.generation >= 0]
+        if not first:
+            return None
+        start = min(first, key=lambda ind: (ind.generation, ind.island, ind.uid)).position
+        return self.make_state(Stage.DESIGN, self.design(start), ())
+
+    def _advance(self, state: SimplexState) -> SimplexState:
+        """Follow the serial method through every point whose loss is known."""
+        for _ in range(len(self._known) + len(self._failed) + 2 * (self.n + 1)):
+            f = self._loss(state.point)
+            if f is None:
+                return state
+            state = self.tell(state, f)
+        return state  # only a trajectory that revisits known points forever ends here
+
+    def _hypotheses(self, state: SimplexState) -> list[tuple[float, float]]:
+        """Return (probability, loss) pairs: one representative loss of ``state.point`` per outcome."""
+        f = state.losses
+        if state.stage in (Stage.DESIGN, Stage.SHRINK):
+            return [(1.0, f[-1] if f else 0.0)]  # every loss leads to the same next point
+        if state.stage is Stage.REFLECT:
+            candidates = [
+                (f[0] + f[-2]) / 2 if f[0] < f[-2] else None,  # kept
+                f[0] - 1.0 - abs(f[0]),  # expansion
+                f[-1] + 1.0 + abs(f[-1]),  # inside contraction
+                (f[-2] + f[-1]) / 2 if f[-2] < f[-1] else None,  # outside contraction
+            ]
+        elif state.stage is Stage.EXPAND:
+            candidates = [state.f_r - 1.0 - abs(state.f_r), state.f_r]
+        elif state.stage is Stage.CONTRACT_OUT:
+            candidates = [state.f_r, state.f_r + 1.0 + abs(state.f_r)]
+        else:
+            candidates = [(f[-2] + f[-1]) / 2 if f[-2] < f[-1] else None, f[-1]]
+        return [
+            (p, value)
+            for p, value in zip(self.OUTCOMES[state.stage], candidates, strict=True)
+            if value is not None and math.isfinite(value)
+        ]
+
+    def speculate(self, state: SimplexState, count: int) -> list[np.ndarray]:
+        """Return up to ``count`` distinct unevaluated points the method may ask for, likeliest first.
+
+        Explores the outcomes of unknown losses best first (probabilities from :attr:`OUTCOMES`) and follows
+        known losses as they are, among at most :attr:`MAX_EXPLORED` states. The first entry is
+        ``state.point`` if that is unevaluated.
+        """
+        points: list[np.ndarray] = []
+        listed: set[bytes] = set()
+        tie = itertools.count()  # of equal probabilities, the first found first
+        # Entries: (-probability, tie, a state, a loss to tell it first or None); told only when taken.
+        frontier: list[tuple[float, int, SimplexState, float | None]] = [(-1.0, next(tie), state, None)]
+        for _ in range(self.MAX_EXPLORED):
+            if not frontier or len(points) == count:
+                break
+            negative_p, _, node, hypothesis = heapq.heappop(frontier)
+            if hypothesis is not None:
+                node = self.tell(node, hypothesis)
+            f = self._loss(node.point)
+            if f is not None:
+                heapq.heappush(frontier, (negative_p, next(tie), node, f))
+                continue
+            key = _key(node.point)
+            if key not in listed:
+                listed.add(key)
+                points.append(node.point)
+            for p, value in self._hypotheses(node):
+                heapq.heappush(frontier, (negative_p * p, next(tie), node, value))
+        return points
+
+    def replica(self, inds: list[Individual]) -> SimplexState | None:
+        """Return the state of the serial method after the losses of ``inds`` (None: no start point yet).
+
+        This is the state the worker's next proposal starts from; workers that know the same individuals
+        return the same state.
 
         Parameters
         ----------
         inds : list of Individual
-            The island's active individuals (not modified).
+            The island's active individuals, in arrival order (not modified).
+        """
+        self._learn(inds)
+        if self._state is None:
+            self._state = self._start(inds)
+        if self._state is not None:
+            self._state = self._advance(self._state)
+        return self._state
+
+    def _propose(self, inds: list[Individual]) -> np.ndarray:
+        new = self._learn(inds)
+        if self._last is not None and not any(np.array_equal(ind.position, self._last) for ind in new):
+            self._failed[_key(self._last)] = math.inf  # its evaluation failed: never ask for it again
+        state = self.replica(inds)
+        if state is None:
+            return self.space.sample(self.rng)
+        points = self.speculate(state, self.island_rank + 1)
+        if not points:  # every point the method may need is known: it revisits known points
+            return self.space.sample(self.rng)
+        return points[self.island_rank % len(points)]
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:
+        """Return a list of one new individual: entry ``island_rank`` of the points likely needed next.
+
+        Parameters
+        ----------
+        inds : list of Individual
+            The island's active individuals, in arrival order (not modified).
         """
         x = self._propose(inds)
         self._last = x.copy()
@@ -519,30 +686,20 @@ class ParallelNelderMead(Propagator):
     # --- checkpointing --------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Return the worker's move: phase, its vectors and losses, the shrink queue, its last proposal."""
+        """Return the replica of the serial method and the points this worker saw fail."""
         return {
-            "island_rank": self.island_rank,
-            "phase": int(self._phase),
-            "cycle": {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in self._cycle.items()},
-            "queue": [x.tolist() for x in self._queue],
-            "last": None if self._last is None else self._last.tolist(),
-            "simplex": None if self._simplex is None else self._simplex.tolist(),
-            "losses": self._losses.tolist(),
+            "state": None if self._state is None else self._state.to_plain(),
+            "failed": [np.frombuffer(key).tolist() for key in self._failed],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`; a state of another worker or an empty one starts a fresh move."""
+        """Restore :meth:`state_dict`; without a state the replica replays the trajectory from the start."""
         self._reset()
-        if not state or int(state.get("island_rank", -1)) != self.island_rank:
+        if not state:
             return
-        self._phase = Phase(int(state["phase"]))
-        self._cycle = {
-            k: np.array(v, dtype=np.float64) if isinstance(v, list) else v for k, v in state["cycle"].items()
-        }
-        self._queue = [np.array(x, dtype=np.float64) for x in state["queue"]]
-        self._last = None if state["last"] is None else np.array(state["last"], dtype=np.float64)
-        self._simplex = None if state["simplex"] is None else np.array(state["simplex"], dtype=np.float64)
-        self._losses = np.array(state["losses"], dtype=np.float64)
+        if state["state"] is not None:
+            self._state = self.state_from_plain(state["state"])
+        self._failed = {_key(np.array(x, dtype=np.float64)): math.inf for x in state["failed"]}
 
     def __repr__(self) -> str:
         return (
