@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterator, Mapping
 from enum import IntEnum
@@ -80,11 +81,40 @@ class Individual(Mapping[str, Any]):
         What the evaluating worker's surrogate learned from this evaluation (JSON-serializable, see
         :meth:`propulate.surrogate.Surrogate.data`); ``None`` without a surrogate.
 
+    Further attributes may be set (they are copied and pickled with the individual, not checkpointed).
+    The attributes above live in ``__slots__``, so an individual costs about 650 bytes in memory with a
+    10-parameter space, and pickles to a flat tuple (about 200 bytes plus the search space, once per
+    message).
+
     Raises
     ------
     ValueError
         If ``position`` does not match the search space.
     """
+
+    # Fixed attributes in slots: an island stores one individual per evaluation. Further attributes set by
+    # user code go to a dict created on first use, and travel with the individual.
+    __slots__ = (
+        "__dict__",
+        "_metrics",
+        "active",
+        "current",
+        "evalperiod",
+        "evaltime",
+        "generation",
+        "island",
+        "loss",
+        "migration_history",
+        "migration_steps",
+        "position",
+        "rank",
+        "space",
+        "status",
+        "steps",
+        "surrogate_data",
+        "uid",
+        "velocity",
+    )
 
     # Mapping's __eq__ compares only the parameters; individuals are distinct objects (use equals()).
     __eq__ = object.__eq__
@@ -113,7 +143,7 @@ class Individual(Mapping[str, Any]):
         self.rank = rank
         self.loss = math.inf
         self.status = Status.PENDING
-        self.metrics: dict[str, float] = {}
+        self._metrics: dict[str, float] | None = None
         self.active = True
         self.island = -1
         self.current = rank
@@ -124,6 +154,18 @@ class Individual(Mapping[str, Any]):
         self.uid = -1
         self.steps = 0
         self.surrogate_data: Any = None
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Further numbers the loss function returned besides the loss (e.g. accuracy)."""
+        if self._metrics is None:
+            # Created on first use: most individuals never carry metrics.
+            self._metrics = {}
+        return self._metrics
+
+    @metrics.setter
+    def metrics(self, value: dict[str, float]) -> None:
+        self._metrics = value
 
     @property
     def limits(self) -> dict[str, tuple[Any, ...]]:
@@ -164,7 +206,7 @@ class Individual(Mapping[str, Any]):
 
     def child(self) -> Individual:
         """Return a fresh, unevaluated individual with a copy of this one's position (and velocity)."""
-        child = Individual.__new__(Individual)
+        child = _new()
         child.space = self.space
         child.position = self.position.copy()
         child.velocity = None if self.velocity is None else self.velocity.copy()
@@ -172,7 +214,7 @@ class Individual(Mapping[str, Any]):
         child.rank = -1
         child.loss = math.inf
         child.status = Status.PENDING
-        child.metrics = {}
+        child._metrics = None
         child.active = True
         child.island = -1
         child.current = -1
@@ -187,10 +229,39 @@ class Individual(Mapping[str, Any]):
 
     def copy(self) -> Individual:
         """Return a copy carrying everything, the loss and the provenance included."""
-        twin = self.child()
-        twin.__dict__.update({k: v for k, v in self.__dict__.items() if k not in ("position", "velocity")})
-        twin.metrics = dict(self.metrics)
-        return twin
+        return _restore(*self._fields())
+
+    def _fields(self) -> tuple[Any, ...]:
+        """Everything that makes this individual, in the argument order of :func:`_restore`."""
+        return (
+            self.space,
+            self.position,
+            self.velocity,
+            self.generation,
+            self.rank,
+            self.loss,
+            int(self.status),
+            self._metrics or None,
+            self.active,
+            self.island,
+            self.current,
+            self.migration_steps,
+            self.migration_history,
+            self.evaltime,
+            self.evalperiod,
+            self.uid,
+            self.steps,
+            self.surrogate_data,
+            self.__dict__ or None,
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A flat tuple of plain values, the arrays as raw float64 bytes: an individual is pickled once per
+        # message and unpickled by every receiver, so this is what each evaluation costs the island.
+        fields = list(self._fields())
+        fields[1] = self.position.tobytes()
+        fields[2] = None if self.velocity is None else self.velocity.tobytes()
+        return (_restore, tuple(fields))
 
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={_fmt(v)}" for k, v in self.items())
@@ -199,6 +270,65 @@ class Individual(Mapping[str, Any]):
             f"Individual({params} | loss={_fmt(self.loss)}{extra}, island={self.island}, "
             f"worker={self.rank}, generation={self.generation}, active={self.active})"
         )
+
+
+_new = functools.partial(Individual.__new__, Individual)
+
+# Status by value without going through the enum's lookup.
+_STATUS = {int(status): status for status in Status}
+
+
+def _array(values: np.ndarray | bytes) -> np.ndarray:
+    """Return an independent float64 array of ``values`` (an array, or its raw bytes from a pickle)."""
+    if isinstance(values, np.ndarray):
+        return values.copy()
+    return np.frombuffer(values, dtype=np.float64).copy()
+
+
+def _restore(
+    space: SearchSpace,
+    position: np.ndarray | bytes,
+    velocity: np.ndarray | bytes | None,
+    generation: int,
+    rank: int,
+    loss: float,
+    status: int,
+    metrics: dict[str, float] | None,
+    active: bool,
+    island: int,
+    current: int,
+    migration_steps: int,
+    migration_history: str,
+    evaltime: float,
+    evalperiod: float,
+    uid: int,
+    steps: int,
+    surrogate_data: Any,
+    extra: dict[str, Any] | None = None,
+) -> Individual:
+    """Rebuild an individual from :meth:`Individual._fields` (used by ``copy`` and unpickling)."""
+    ind = _new()
+    ind.space = space
+    ind.position = _array(position)
+    ind.velocity = None if velocity is None else _array(velocity)
+    ind.generation = generation
+    ind.rank = rank
+    ind.loss = loss
+    ind.status = _STATUS[status]
+    ind._metrics = None if metrics is None else dict(metrics)
+    ind.active = active
+    ind.island = island
+    ind.current = current
+    ind.migration_steps = migration_steps
+    ind.migration_history = migration_history
+    ind.evaltime = evaltime
+    ind.evalperiod = evalperiod
+    ind.uid = uid
+    ind.steps = steps
+    ind.surrogate_data = surrogate_data
+    if extra:
+        ind.__dict__.update(extra)
+    return ind
 
 
 def loss_order(ind: Individual) -> float:

@@ -20,7 +20,8 @@ import numpy as np
 
 from .errors import LayoutError
 from .individual import Individual
-from .propagators.base import Propagator
+from .population import Population
+from .propagators.base import Propagator, SelectMax, SelectMin
 
 __all__ = ["IsolatedIslands", "MigrationPolicy", "check_topology"]
 
@@ -67,6 +68,11 @@ def _make_selector(propagator: type[Propagator] | Propagator, count: int, rng: r
     if "rng" in inspect.signature(propagator).parameters:
         return propagator(count, rng=rng)  # type: ignore[call-arg]
     return propagator(count)  # type: ignore[call-arg]
+
+
+def _is_selection(propagator: type[Propagator] | Propagator, kind: type[Propagator]) -> bool:
+    """Whether ``propagator`` is the class ``kind`` itself (instances and subclasses may select otherwise)."""
+    return propagator is kind
 
 
 class IsolatedIslands:
@@ -130,6 +136,32 @@ class MigrationPolicy:
         """Return ``(target island, number of emigrants)`` for every island this one sends to."""
         row = self.topology[self.island_index]
         return [(int(j), int(n)) for j, n in enumerate(row) if n > 0 and j != self.island_index]
+
+    def choose_emigrants(self, population: Population, count: int, owner: int | None) -> list[Individual]:
+        """Choose up to ``count`` emigrants among the active individuals of ``population``.
+
+        With migration only the individuals ``owner`` is responsible for (``current == owner``) may leave;
+        ``None`` (pollination) allows every one. The default selection (the best, :class:`SelectMin`) reads
+        them off the population's heap in O((count + skipped) log n), ``skipped`` being the better ones
+        another worker is responsible for (about ``count`` times the island size at most, on average);
+        other selections see every candidate (O(n)).
+        """
+        where = None if owner is None else (lambda ind: ind.current == owner)
+        if _is_selection(self.emigration_propagator, SelectMin):
+            return population.best(count, where)
+        candidates = population.active()
+        if where is not None:
+            candidates = [ind for ind in candidates if where(ind)]
+        return self.select_emigrants(candidates, count)
+
+    def choose_replaced(self, population: Population, count: int) -> list[Individual]:
+        """Pollination: choose up to ``count`` active individuals of ``population`` that immigrants replace.
+
+        The default selection (the worst, :class:`SelectMax`) costs O(count log n); others O(n).
+        """
+        if _is_selection(self.immigration_propagator, SelectMax):
+            return population.worst(count)
+        return self.select_replaced(population.active(), count)
 
     def select_emigrants(self, candidates: list[Individual], count: int) -> list[Individual]:
         """Choose up to ``count`` emigrants among ``candidates`` (fewer if fewer exist)."""

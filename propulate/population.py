@@ -3,12 +3,14 @@
 Breeding needs the best few active individuals, not a sorted copy of everything evaluated so far, so the
 store keeps a binary heap of active individuals keyed by loss. Entries of deactivated individuals are
 dropped lazily when they reach the top. Reading the best ``k`` costs O(k log n); adding costs O(log n).
+Pollination needs the worst few: a second heap, ordered the other way, is built on the first such request
+and kept from then on.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from .individual import Individual, Status, loss_order
 
@@ -34,8 +36,11 @@ class Population:
     def __init__(self) -> None:
         self._members: dict[int, Individual] = {}
         self._heap: list[tuple[float, int, Individual]] = []
+        # Keyed by minus the loss: the worst first (of equal ones the lowest uid, as in the other heap).
+        self._worst_heap: list[tuple[float, int, Individual]] | None = None
         self._pending_deactivation: set[int] = set()
-        self._n_active = 0
+        # The breedable individuals in arrival order, for propagators that take all of them.
+        self._active: dict[int, Individual] = {}
 
     def __len__(self) -> int:
         return len(self._members)
@@ -49,7 +54,7 @@ class Population:
     @property
     def n_active(self) -> int:
         """Number of active individuals."""
-        return self._n_active
+        return len(self._active)
 
     def get(self, uid: int) -> Individual | None:
         """Return the individual with this ``uid``, or ``None``."""
@@ -63,8 +68,11 @@ class Population:
             ind.active = False
         self._members[ind.uid] = ind
         if _breedable(ind):
-            self._n_active += 1
-            heapq.heappush(self._heap, (loss_order(ind), ind.uid, ind))
+            self._active[ind.uid] = ind
+            loss = loss_order(ind)
+            heapq.heappush(self._heap, (loss, ind.uid, ind))
+            if self._worst_heap is not None:
+                heapq.heappush(self._worst_heap, (-loss, ind.uid, ind))
 
     def extend(self, inds: Iterable[Individual]) -> None:
         """Store several individuals."""
@@ -78,38 +86,80 @@ class Population:
             self._pending_deactivation.add(uid)
         elif ind.active:
             ind.active = False
-            if ind.status not in _UNUSABLE:
-                self._n_active -= 1
+            self._active.pop(uid, None)
 
-    def best(self, k: int) -> list[Individual]:
-        """Return the ``k`` active individuals of lowest loss, best first (fewer if fewer exist)."""
-        best: list[tuple[float, int, Individual]] = []
-        while self._heap and len(best) < k:
-            entry = heapq.heappop(self._heap)
-            if entry[2].active:
-                best.append(entry)
-        for entry in best:
-            heapq.heappush(self._heap, entry)
-        return [entry[2] for entry in best]
+    def best(self, k: int, where: Callable[[Individual], bool] | None = None) -> list[Individual]:
+        """Return the ``k`` active individuals of lowest loss, best first (fewer if fewer exist).
+
+        With ``where``, only individuals for which it is true count; the cost grows with the number of
+        better individuals it rejects, not with the population.
+        """
+        return _first(self._heap, k, where)
+
+    def worst(self, k: int, where: Callable[[Individual], bool] | None = None) -> list[Individual]:
+        """Return the ``k`` active individuals of highest loss, worst first (fewer if fewer exist).
+
+        Of equal losses the lowest ``uid`` comes first. The first call costs O(n); later ones as
+        :meth:`best`.
+        """
+        if self._worst_heap is None:
+            self._worst_heap = [(-loss_order(ind), ind.uid, ind) for ind in self._active.values()]
+            heapq.heapify(self._worst_heap)
+        return _first(self._worst_heap, k, where)
 
     def active(self) -> list[Individual]:
-        """Return every active individual with a usable loss, in arrival order (O(n))."""
-        return [ind for ind in self._members.values() if _breedable(ind)]
+        """Return every active individual with a usable loss, in arrival order (O(number active))."""
+        return list(self._active.values())
 
     def distinct_best(self, k: int) -> list[Individual]:
         """Return up to ``k`` individuals of lowest loss with pairwise different parameters or loss.
 
         Active or not: an individual that emigrated is still the best this island found; of equal
-        individuals the active one is reported. O(n log n).
+        individuals the active one is reported, then the earlier one. O(n + m log n) for the m best read
+        until ``k`` distinct ones are found: a heap is built in linear time instead of sorting everything.
         """
+        if k <= 0:
+            return []
+        # The arrival index breaks ties, so that individuals themselves are never compared.
+        order = [
+            (loss_order(ind), not ind.active, i, ind)
+            for i, ind in enumerate(self._members.values())
+            if ind.status not in _UNUSABLE
+        ]
+        heapq.heapify(order)
         chosen: list[Individual] = []
         seen: set[tuple[object, ...]] = set()
-        completed = (ind for ind in self._members.values() if ind.status not in _UNUSABLE)
-        for ind in sorted(completed, key=lambda ind: (loss_order(ind), not ind.active)):
-            if len(chosen) == k:
-                break
-            signature = (loss_order(ind), *ind.values())
+        while order and len(chosen) < k:
+            loss, _, _, ind = heapq.heappop(order)
+            signature = (loss, *ind.values())
             if signature not in seen:
                 seen.add(signature)
                 chosen.append(ind)
         return chosen
+
+
+def _first(
+    heap: list[tuple[float, int, Individual]], k: int, where: Callable[[Individual], bool] | None
+) -> list[Individual]:
+    """Return the first ``k`` active individuals of ``heap`` (for which ``where`` holds), in heap order.
+
+    Entries of deactivated individuals are dropped for good; the others are pushed back.
+    """
+    taken: list[tuple[float, int, Individual]] = []
+    skipped: list[tuple[float, int, Individual]] = []
+    chosen: list[Individual] = []
+    while heap and len(chosen) < k:
+        entry = heapq.heappop(heap)
+        ind = entry[2]
+        if not ind.active:
+            continue
+        if where is None or where(ind):
+            chosen.append(ind)
+            taken.append(entry)
+        else:
+            skipped.append(entry)
+    for entry in taken:
+        heapq.heappush(heap, entry)
+    for entry in skipped:
+        heapq.heappush(heap, entry)
+    return chosen

@@ -13,6 +13,7 @@ particle swarms can move freely inside a block).
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import logging
@@ -82,11 +83,12 @@ class Parameter:
 
 
 def _is_int(x: object) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+    return type(x) is int or (isinstance(x, numbers.Integral) and not isinstance(x, bool))
 
 
 def _is_real(x: object) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+    # Plain floats and ints first: the abstract-class check costs more than the rest of a mutation.
+    return type(x) is float or type(x) is int or (isinstance(x, numbers.Real) and not isinstance(x, bool))
 
 
 def _parse_parameter(name: object, bounds: object, offset: int) -> Parameter:
@@ -176,6 +178,8 @@ class SearchSpace:
         self.lower: np.ndarray = lower
         self.upper: np.ndarray = upper
         self.fingerprint: str = hashlib.sha1(repr(sorted(self.limits.items())).encode()).hexdigest()[:16]
+        # The normalized limits in order, as a Python literal: equal for equal spaces, and all a pickle needs.
+        self.signature: str = repr(tuple(self.limits.items()))
 
     @staticmethod
     def of(limits: Mapping[str, Any] | SearchSpace) -> SearchSpace:
@@ -197,7 +201,7 @@ class SearchSpace:
         return _cached_space(key)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (SearchSpace.of, (self.limits,))
+        return (_space_of_signature, (self.signature,))
 
     def __repr__(self) -> str:
         return f"SearchSpace({self.limits!r})"
@@ -281,6 +285,22 @@ class SearchSpace:
         return position
 
 
+# One space object per signature in this process, however its limits were spelled (reversed ranges, lists).
+_by_signature: dict[str, SearchSpace] = {}
+
+
+def _shared(space: SearchSpace) -> SearchSpace:
+    return _by_signature.setdefault(space.signature, space)
+
+
 @functools.lru_cache(maxsize=64)
 def _cached_space(key: tuple[tuple[str, tuple[tuple[type, Any], ...]], ...]) -> SearchSpace:
-    return SearchSpace({name: tuple(b for _, b in bounds) for name, bounds in key})
+    return _shared(SearchSpace({name: tuple(b for _, b in bounds) for name, bounds in key}))
+
+
+def _space_of_signature(signature: str) -> SearchSpace:
+    """Unpickle a search space: a dictionary look-up, unless this process has not met the space yet."""
+    space = _by_signature.get(signature)
+    if space is None:
+        space = SearchSpace.of(dict(ast.literal_eval(signature)))
+    return space

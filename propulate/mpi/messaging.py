@@ -1,4 +1,4 @@
-"""How messages travel: tags, non-blocking synchronous sends, receiving, and the end-of-run drain.
+"""How messages travel: tags, non-blocking synchronous sends, coalescing, receiving, the end-of-run drain.
 
 Every message is serialized once and sent to all its destinations with ``Issend`` (non-blocking,
 synchronous mode); the buffer is kept until the send completes. A synchronous send completes only once the
@@ -6,12 +6,20 @@ receiver has matched it, which makes the end of a run exact: a worker that has n
 every message it sent has been received, and after a non-blocking barrier that every worker enters only in
 that state, nothing is left in flight (the NBX algorithm of Hoefler, Siebert & Lumsdaine, "Scalable
 communication protocols for dynamic sparse data exchange", PPoPP 2010).
+
+A destination that has not yet matched the last few messages sent to it (it is busy, or the transport lags,
+as with more ranks than cores) gets the next messages coalesced into one batch, sent as soon as it catches
+up or after a short delay at most: the number of messages in flight to a rank stays small however fast
+results come, and a slow receiver costs one message per batch, not one per result (the idea of Nagle's
+algorithm, RFC 896). The receiver sees the same objects in the same order either way.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from enum import IntEnum
 from typing import Any
@@ -19,6 +27,9 @@ from typing import Any
 from mpi4py import MPI
 
 __all__ = ["Backoff", "Mailbox", "Tag", "drain"]
+
+# Give the processor to another runnable process, if there is one (not available on every platform).
+_yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 class Tag(IntEnum):
@@ -35,79 +46,157 @@ class Tag(IntEnum):
 
 
 class Backoff:
-    """Sleep between polls: starts at ``start`` seconds and doubles up to ``cap`` seconds."""
+    """Wait between polls: yield the processor for a while, then sleep for longer and longer.
 
-    def __init__(self, start: float = 1e-5, cap: float = 1e-3) -> None:
+    For ``patience`` seconds after the last reset each wait yields the processor; then it sleeps, from
+    ``start`` seconds doubling up to ``cap`` seconds. Yielding lets another process on the same core run at
+    once (on an oversubscribed node, typically the rank whose message is awaited) and costs a system call
+    when none is waiting; sleeping keeps a rank that waits long, e.g. for a peer's hour-long evaluation,
+    from taking processor time away from it.
+    """
+
+    def __init__(self, start: float = 1e-5, cap: float = 1e-3, patience: float = 2e-3) -> None:
         self.start = start
         self.cap = cap
+        self.patience = patience
         self.delay = start
+        self._since = time.monotonic()
 
     def reset(self) -> None:
         """Poll quickly again (something happened)."""
         self.delay = self.start
+        self._since = time.monotonic()
 
     def wait(self) -> None:
-        """Sleep once, then lengthen the next sleep."""
+        """Yield or sleep once, then lengthen the next wait."""
+        if time.monotonic() - self._since < self.patience:
+            _yield()
+            return
         time.sleep(self.delay)
         self.delay = min(2 * self.delay, self.cap)
+
+
+class _Batch(tuple):  # type: ignore[type-arg]
+    """Several pickled messages sent as one; the receiver unpickles each in turn."""
+
+    __slots__ = ()
 
 
 class Mailbox:
     """Sends and receives pickled objects on one communicator without ever blocking.
 
+    A message to several ranks is pickled once; its buffer is shared by the sends to each of them and kept
+    until they complete. While ``window`` messages to a rank are unmatched, further messages to it wait in
+    its outbox and go out together, as one batch, once fewer are in flight or the oldest has waited
+    ``max_delay`` seconds. All of this costs O(1) per destination of a message (and per destination with
+    waiting messages at each :meth:`progress`), however many messages a run sends.
+
     Parameters
     ----------
     comm : MPI.Comm
         The communicator (the library's own duplicate).
+    window : int >= 1
+        Messages in flight to one rank before further ones are coalesced.
+    max_delay : float >= 0
+        Seconds a message may wait in an outbox at most (checked whenever the mailbox is used).
     """
 
-    def __init__(self, comm: MPI.Comm) -> None:
+    def __init__(self, comm: MPI.Comm, window: int = 4, max_delay: float = 0.05) -> None:
         self.comm = comm
-        self._pending: list[tuple[MPI.Request, bytes]] = []
+        self.window = window
+        self.max_delay = max_delay
+        # Per destination, oldest first: unmatched sends and the buffers they read from.
+        self._in_flight: dict[int, deque[tuple[MPI.Request, bytes]]] = {}
+        # Per (destination, tag): pickled messages waiting, and when the oldest of them started waiting.
+        self._outbox: dict[tuple[int, int], tuple[float, list[bytes]]] = {}
         self._status = MPI.Status()
         self.bytes_sent = 0
         self.messages_sent = 0
 
     def send(self, obj: Any, dests: Iterable[int], tag: Tag) -> None:
-        """Serialize ``obj`` once and start a synchronous non-blocking send to each rank of ``dests``."""
+        """Serialize ``obj`` once and send it to each rank of ``dests`` (now, or batched shortly)."""
         dests = list(dests)
         if not dests:
             return
-        buffer = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        frame = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        now_dests = []
         for dest in dests:
-            request = self.comm.Issend([buffer, MPI.BYTE], dest=dest, tag=tag)
-            self._pending.append((request, buffer))
-        self.bytes_sent += len(buffer) * len(dests)
-        self.messages_sent += len(dests)
+            key = (dest, int(tag))
+            waiting = self._outbox.get(key)
+            if waiting is not None:
+                waiting[1].append(frame)  # behind earlier waiting messages: the order is kept
+            elif self._unmatched(dest) < self.window:
+                now_dests.append(dest)
+            else:
+                self._outbox[key] = (time.monotonic(), [frame])
+        for dest in now_dests:
+            self._start(dest, tag, frame)
         self.progress()
+
+    def _start(self, dest: int, tag: int, buffer: bytes) -> None:
+        request = self.comm.Issend([buffer, MPI.BYTE], dest=dest, tag=tag)
+        self._in_flight.setdefault(dest, deque()).append((request, buffer))
+        self.bytes_sent += len(buffer)
+        self.messages_sent += 1
+
+    def _unmatched(self, dest: int) -> int:
+        """Count the sends to ``dest`` not yet known to be matched, after releasing the completed ones."""
+        sends = self._in_flight.get(dest)
+        if not sends:
+            return 0
+        while sends and sends[0][0].Test():
+            sends.popleft()
+        return len(sends)
 
     def receive(self, tag: Tag) -> list[tuple[int, Any]]:
         """Return ``(source, object)`` for every message with ``tag`` that has arrived, in arrival order."""
-        received = []
+        self.progress()
+        received: list[tuple[int, Any]] = []
         status = self._status
         while True:
             message = self.comm.improbe(source=MPI.ANY_SOURCE, tag=tag, status=status)
             if message is None:
                 break
-            received.append((status.Get_source(), message.recv()))
+            source = status.Get_source()
+            obj = message.recv()
+            if type(obj) is _Batch:
+                received.extend((source, pickle.loads(frame)) for frame in obj)
+            else:
+                received.append((source, obj))
         return received
 
-    def progress(self) -> None:
-        """Release the buffers of completed sends."""
-        if self._pending:
-            self._pending = [(req, buf) for req, buf in self._pending if not req.Test()]
+    def progress(self, flush: bool = False) -> None:
+        """Send the outboxes whose destination caught up or whose oldest message waited long enough.
+
+        With ``flush``, send every outbox now (the end of the run: nothing else will come).
+        """
+        if not self._outbox:
+            return
+        now = time.monotonic()
+        for key, (since, frames) in list(self._outbox.items()):
+            dest, tag = key
+            if flush or now - since >= self.max_delay or self._unmatched(dest) < self.window:
+                del self._outbox[key]
+                buffer = (
+                    frames[0] if len(frames) == 1 else pickle.dumps(_Batch(frames), pickle.HIGHEST_PROTOCOL)
+                )
+                self._start(dest, tag, buffer)
 
     @property
     def n_pending(self) -> int:
-        """Number of sends not yet matched by their receiver."""
-        self.progress()
-        return len(self._pending)
+        """Messages not yet matched by their receiver or still waiting in an outbox; 0 when all arrived.
+
+        O(number of destinations).
+        """
+        waiting = sum(len(frames) for _, frames in self._outbox.values())
+        return waiting + sum(self._unmatched(dest) for dest in list(self._in_flight))
 
 
 def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
     """End the exchange on ``mailbox.comm``: return once every message sent on it has been received.
 
-    Collective over ``mailbox.comm``. The caller must not start new sends on this mailbox afterwards.
+    Collective over ``mailbox.comm``. The caller must not start new sends on this mailbox once it has
+    entered the barrier; messages still waiting in an outbox are sent at once.
 
     Parameters
     ----------
@@ -117,7 +206,10 @@ def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
         Receives and processes whatever arrived; returns whether anything did. Called while waiting.
     """
     backoff = Backoff()
-    while mailbox.n_pending:
+    while True:
+        mailbox.progress(flush=True)  # what still waits in an outbox (handle() may send too) goes out now
+        if not mailbox.n_pending:
+            break
         if handle():
             backoff.reset()
         else:

@@ -30,6 +30,9 @@ __all__ = [
 
 def as_list(result: Individual | Sequence[Individual]) -> list[Individual]:
     """Normalize a propagator's result (a list, or one individual from user code) to a list."""
+    if type(result) is list:
+        # The common case, checked first: isinstance() against Individual goes through the ABC machinery.
+        return result
     if isinstance(result, Individual):
         return [result]
     return list(result)
@@ -162,10 +165,11 @@ class Conditional(Propagator):
 
     @property
     def breeding_pool(self) -> int | None:  # noqa: D102
-        pools = [self.true_prop.breeding_pool, self.false_prop.breeding_pool]
-        if None in pools:
+        true_pool = self.true_prop.breeding_pool
+        false_pool = self.false_prop.breeding_pool
+        if true_pool is None or false_pool is None:
             return None
-        return max(self.pop_size, *pools)  # type: ignore[type-var]
+        return max(self.pop_size, true_pool, false_pool)
 
     def bind(self, island_rank: int) -> None:  # noqa: D102
         self.true_prop.bind(island_rank)

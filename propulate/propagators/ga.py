@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..individual import Individual, loss_order
-from ..space import Kind, SearchSpace
+from ..space import Kind, Parameter, SearchSpace
 from ..validation import check_int
 from .base import Stochastic
 
@@ -65,7 +65,7 @@ class PointMutation(Stochastic):
     def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
         child = inds[0].child()
         if self.rng.random() < self.probability:
-            for p in self.rng.sample(self.space.parameters, self._n_points()):
+            for p in _draw(self.rng, self.space.parameters, self._n_points()):
                 self.space.encode_one(child.position, p, self.space.sample_value(p, self.rng))
         return [child]
 
@@ -155,14 +155,23 @@ class IntervalMutationNormal(Stochastic):
     def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
         child = inds[0].child()
         if self.rng.random() < self.probability:
-            for p in self.rng.sample(self.floats, self.points):
+            for p in _draw(self.rng, self.floats, self.points):
                 step = self.rng.gauss(0.0, self.sigma_factor * (p.high - p.low))
                 child.position[p.offset] = min(max(child.position[p.offset] + step, p.low), p.high)
         return [child]
 
 
+def _draw(rng: random.Random, items: Sequence[Parameter], k: int) -> list[Parameter]:
+    """Draw ``k`` distinct items; for one item, ``choice`` draws what ``sample`` would, at less cost."""
+    return [rng.choice(items)] if k == 1 else rng.sample(items, k)
+
+
 def _copy_parameter(child: Individual, parent: Individual, offset: int, width: int) -> None:
-    child.position[offset : offset + width] = parent.position[offset : offset + width]
+    if width == 1:
+        # A numeric parameter: one slot, set directly (a slice assignment costs four times as much).
+        child.position[offset] = parent.position[offset]
+    else:
+        child.position[offset : offset + width] = parent.position[offset : offset + width]
 
 
 class CrossoverUniform(Stochastic):
