@@ -1,0 +1,254 @@
+"""What propulate itself costs per evaluation, next to the floor of its message pattern.
+
+Every rank is one worker; the workers form ``--islands`` islands (pollination between them at the default
+probability when there are several). The loss costs nothing (``--sleep 0``: a dot product of the
+position) or sleeps for ``--sleep`` seconds; the search space has ``--dims`` float parameters; each
+propagator of ``--propagator`` runs in turn; checkpointing is on (a fresh temporary directory per run).
+For each number of generations per worker given, rank 0 prints one JSON line:
+
+- ``us_per_evaluation_per_worker``: the slowest worker's wall-clock time in ``propulate()``, microseconds,
+  divided by the generations per worker (the whole run: start, loop, end-of-run drain, final checkpoint);
+- ``overhead_us_per_evaluation_per_worker``: the same less the time the loss function took (its sleep);
+- ``cpu_us_per_evaluation``: processor time of all ranks in ``propulate()`` (all threads: the loop, the
+  checkpoint writer, MPI progress), divided by the evaluations;
+- ``evaluations_per_second``: all evaluations of the run over that wall-clock time, and
+  ``throughput_vs_ideal`` (with ``--sleep``): that over the ideal ``ranks / sleep``;
+- ``peak_rss_bytes``: the largest peak resident memory of a rank (``ru_maxrss``);
+- ``rss_growth_bytes_per_individual``: the largest growth of a rank's resident memory during the run,
+  divided by the individuals it stores at the end;
+- ``messages_per_evaluation`` and ``bytes_per_evaluation``: messages (one per destination) and their
+  pickled bytes that all workers sent, divided by the evaluations;
+- ``checkpoint_bytes``: the checkpoint files on disk at the end of the run;
+- ``summary_seconds`` (with ``--summary N``): the time ``summarize(top_n=N)`` takes after the run.
+
+With ``--floor`` the script measures, in the same invocation and right before each run, the floor of
+``floor.py`` for the same number of generations (building a small message, pickling it once, ``Isend`` to
+every other rank, taking in what arrived, until every message has arrived), prints its line, and adds
+``floor_us_per_evaluation_per_worker`` and ``times_floor`` (the overhead over the floor) to the run's line.
+``--ratio`` prints, per propagator, a line with the per-evaluation overhead of the largest run over the
+smallest.
+Usage::
+
+    mpiexec -n 4 python benchmarks/overhead.py --floor --generations 500 5000 20000 --ratio
+    mpiexec -n 8 python benchmarks/overhead.py --sleep 0.01 --generations 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from propulate import Individual, Propulator
+from propulate.propagators import Conditional, Propagator
+from propulate.utils import get_default_propagator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from floor import measure_floor
+
+PROPAGATORS = ("default", "pso", "cma", "nelder-mead")
+
+
+def build_propagator(
+    name: str, limits: dict[str, Any], rank: int, workers: int, pop_size: int, rng: random.Random
+) -> Propagator:
+    """Return the propagator called ``name`` (one of :data:`PROPAGATORS`) for worker ``rank`` of an island."""
+    if name == "default":
+        return get_default_propagator(pop_size, limits, rng=rng)
+    if name == "pso":
+        from propulate.propagators import pso
+
+        move = pso.BasicPSO(0.729, 1.49445, 1.49445, rank, limits, rng)
+        return Conditional(workers, move, pso.InitUniformPSO(limits, rank=rank, rng=rng))
+    if name == "cma":
+        from propulate.propagators import cmaes
+
+        return cmaes.CMAPropagator(cmaes.BasicCMA(), limits, rng=rng)
+    from propulate.propagators import nm
+
+    return nm.ParallelNelderMead(limits, rng=rng, start=np.zeros(len(limits)))
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now, in bytes (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize()
+    except OSError:
+        return 0
+
+
+def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one optimization (collective); return this rank's figures."""
+    directory = tempfile.mkdtemp(prefix="propulate-overhead-", dir=args.directory) if comm.rank == 0 else None
+    directory = comm.bcast(directory, root=0)
+    limits = {f"x{i}": (-5.12, 5.12) for i in range(args.dims)}
+    sleep = args.sleep
+
+    def loss_fn(ind: Individual) -> float:
+        if sleep > 0:
+            time.sleep(sleep)
+        return float(np.dot(ind.position, ind.position))
+
+    islands = min(args.islands, comm.size)
+    island = comm.rank * islands // comm.size
+    counts = np.bincount(np.arange(comm.size) * islands // comm.size, minlength=islands)
+    displs = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    island_comm = comm.Split(island, comm.rank)
+    rng = random.Random(args.seed + comm.rank)
+    propagator = build_propagator(
+        args.propagator, limits, island_comm.rank, island_comm.size, args.pop_size, rng
+    )
+    propulator = Propulator(
+        loss_fn,
+        propagator,
+        rng=rng,
+        island_idx=island,
+        island_comm=island_comm,
+        propulate_comm=comm,
+        generations=generations,
+        checkpoint_path=directory,
+        migration_prob=0.9 / int(counts[island]) if islands > 1 else 0.0,
+        island_displs=displs,
+        island_counts=counts,
+        pollination=True,
+        resume=False,
+    )
+    gc.collect()
+    comm.Barrier()
+    before = resident_bytes()
+    start = time.perf_counter()
+    cpu = time.process_time()
+    propulator.propulate(debug=-1)
+    wall = time.perf_counter() - start
+    cpu = time.process_time() - cpu
+    gc.collect()
+    stored = len(propulator.population)
+    mailboxes = (propulator._island_mail, propulator._world_mail)
+    figures = {
+        "wall": wall,
+        "cpu": cpu,
+        "stored": stored,
+        "rss_growth": resident_bytes() - before,
+        "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "messages": sum(mailbox.messages_sent for mailbox in mailboxes),
+        "bytes": sum(mailbox.bytes_sent for mailbox in mailboxes),
+    }
+    if args.summary:
+        start = time.perf_counter()
+        propulator.summarize(top_n=args.summary, debug=0)
+        figures["summary_seconds"] = time.perf_counter() - start
+    comm.Barrier()
+    if comm.rank == 0:
+        figures["checkpoint_bytes"] = sum(p.stat().st_size for p in Path(directory).iterdir() if p.is_file())
+        shutil.rmtree(directory)
+    island_comm.Free()
+    return figures
+
+
+def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str, Any] | None:
+    """Measure one run; rank 0 returns its JSON line."""
+    gathered = comm.gather(run(comm, generations, args))
+    if comm.rank != 0:
+        return None
+    assert gathered is not None
+    wall = max(f["wall"] for f in gathered)
+    evaluations = comm.size * generations
+    per_evaluation = 1e6 * wall / generations
+    line: dict[str, Any] = {
+        "benchmark": "overhead",
+        "ranks": comm.size,
+        "islands": min(args.islands, comm.size),
+        "propagator": args.propagator,
+        "dims": args.dims,
+        "sleep_s": args.sleep,
+        "generations": generations,
+        "evaluations": evaluations,
+        "us_per_evaluation_per_worker": per_evaluation,
+        "overhead_us_per_evaluation_per_worker": per_evaluation - 1e6 * args.sleep,
+        "cpu_us_per_evaluation": 1e6 * sum(f["cpu"] for f in gathered) / evaluations,
+        "evaluations_per_second": evaluations / wall,
+        "peak_rss_bytes": max(f["peak_rss"] for f in gathered),
+        "rss_growth_bytes_per_individual": max(f["rss_growth"] / max(f["stored"], 1) for f in gathered),
+        "individuals_stored_per_rank": max(f["stored"] for f in gathered),
+        "messages_per_evaluation": sum(f["messages"] for f in gathered) / evaluations,
+        "bytes_per_evaluation": sum(f["bytes"] for f in gathered) / evaluations,
+        "checkpoint_bytes": gathered[0]["checkpoint_bytes"],
+    }
+    if args.summary:
+        line["summary_seconds"] = max(f["summary_seconds"] for f in gathered)
+    if args.sleep > 0:
+        line["throughput_vs_ideal"] = line["evaluations_per_second"] * args.sleep / comm.size
+    return line
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--generations", type=int, nargs="+", default=[5000], help="generations per worker, one run each"
+    )
+    parser.add_argument("--islands", type=int, default=1, help="number of islands (default 1)")
+    parser.add_argument(
+        "--propagator", choices=PROPAGATORS, nargs="+", default=["default"], help="one run each (default: GA)"
+    )
+    parser.add_argument("--sleep", type=float, default=0.0, help="seconds the loss sleeps (default 0)")
+    parser.add_argument("--dims", type=int, default=10, help="float parameters (default 10)")
+    parser.add_argument("--pop-size", type=int, default=8, help="breeding pool of the default propagator")
+    parser.add_argument("--seed", type=int, default=0, help="rank r uses seed + r")
+    parser.add_argument("--directory", default=None, help="parent of the temporary checkpoint directories")
+    parser.add_argument("--floor", action="store_true", help="measure the floor before each run")
+    parser.add_argument("--ratio", action="store_true", help="print the largest run over the smallest")
+    parser.add_argument(
+        "--summary", type=int, default=0, help="time summarize(top_n=SUMMARY) after each run (default: no)"
+    )
+    args = parser.parse_args()
+    if any(g < 1 for g in args.generations) or args.islands < 1 or args.dims < 1 or args.sleep < 0:
+        parser.error("--generations, --islands and --dims must be positive, --sleep non-negative")
+    comm = MPI.COMM_WORLD
+    for propagator in args.propagator:
+        config = argparse.Namespace(**{**vars(args), "propagator": propagator})
+        if args.floor:
+            measure_floor(comm, 100, args.dims)  # warm-up
+        run(comm, 20, config)  # warm-up: imports, first messages, first checkpoint file
+        lines = []
+        for generations in args.generations:
+            # The floor right before the run it is compared with: the same load on the machine.
+            floor = measure_floor(comm, generations, args.dims) if args.floor else None
+            line = measure(comm, generations, config)
+            if line is None:
+                continue
+            if floor is not None:
+                print(json.dumps(floor), flush=True)
+                line["floor_us_per_evaluation_per_worker"] = floor["floor_us_per_evaluation_per_worker"]
+                line["times_floor"] = (
+                    line["overhead_us_per_evaluation_per_worker"]
+                    / floor["floor_us_per_evaluation_per_worker"]
+                )
+            print(json.dumps(line), flush=True)
+            lines.append(line)
+        if args.ratio and len(lines) > 1:
+            smallest = min(lines, key=lambda x: x["generations"])
+            largest = max(lines, key=lambda x: x["generations"])
+            key = "overhead_us_per_evaluation_per_worker"
+            ratio = {
+                "benchmark": "overhead-ratio",
+                "propagator": propagator,
+                "generations": [smallest["generations"], largest["generations"]],
+                "ratio_largest_to_smallest": largest[key] / smallest[key],
+            }
+            print(json.dumps(ratio), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""Run the overhead benchmarks under ``mpiexec`` and print the table of ``benchmarks/README.md``.
+
+Each measurement is one ``mpiexec -n N python benchmarks/overhead.py ...`` (see that script); this driver
+is a plain Python program that starts them one after the other, collects their JSON lines, prints them as
+they come, and ends with a Markdown table and the four targets of the performance issue, each with the
+figure measured and whether it holds:
+
+1. 4 ranks, 5,000 generations, zero-cost loss, default propagator, checkpointing on: overhead per
+   evaluation per worker at most 3x the floor measured in the same invocation (``--floor``);
+2. 4 ranks: the overhead per evaluation at 20,000 generations at most 1.5x that at 500 generations;
+3. 8 ranks, a loss that sleeps 10 ms: at least 95 % of the ideal throughput (8 / 10 ms);
+4. resident memory growth per stored individual (10 float parameters) at most 2 KB (from the 20,000
+   generation run: 80,000 individuals per rank); and, alongside, ``summarize`` over 100,000 individuals
+   (4 ranks x 25,000 generations) in under a second.
+
+``--scaling`` adds the runs behind the scaling analysis of ``docs/scaling.rst``: 2, 4, 8, 16 and 32 ranks,
+one island of all ranks and islands of 4 ranks, each with its floor. Usage::
+
+    python benchmarks/suite.py              # the targets, about 3 minutes on 2 cores
+    python benchmarks/suite.py --scaling    # and the scaling runs, about 10 more minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+
+# Generations per worker of the scaling runs: a few seconds each on 2 cores.
+SCALING_GENERATIONS = {2: 5000, 4: 2000, 8: 800, 16: 300, 32: 150}
+
+
+def find_mpiexec() -> str:
+    """The ``mpiexec`` next to this interpreter (the PyPI MPI runtime), else the one on ``PATH``."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mpiexec")
+    if found is None:
+        raise SystemExit("suite.py: no mpiexec next to the interpreter or on PATH")
+    return found
+
+
+def overhead(ranks: int, *options: str, timeout: float = 900.0) -> list[dict[str, Any]]:
+    """Run ``overhead.py`` on ``ranks`` ranks; return its JSON lines (echoed as they come).
+
+    Raises
+    ------
+    SystemExit
+        If the run fails or takes longer than ``timeout`` seconds.
+    """
+    command = [find_mpiexec(), "-n", str(ranks), sys.executable, str(HERE / "overhead.py"), *options]
+    print(
+        "$", " ".join(["mpiexec", "-n", str(ranks), "python", "benchmarks/overhead.py", *options]), flush=True
+    )
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"suite.py: {' '.join(command)} took more than {timeout:.0f} s") from None
+    if done.returncode != 0:
+        raise SystemExit(f"suite.py: {' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
+    lines = [json.loads(text) for text in done.stdout.splitlines() if text.startswith("{")]
+    for line in lines:
+        print(json.dumps(line), flush=True)
+    return lines
+
+
+def find(lines: list[dict[str, Any]], benchmark: str, **match: Any) -> dict[str, Any]:
+    """The first line of ``benchmark`` whose entries equal ``match``."""
+    for line in lines:
+        if line.get("benchmark") == benchmark and all(line.get(k) == v for k, v in match.items()):
+            return line
+    raise KeyError(f"no {benchmark} line with {match}")
+
+
+def row(line: dict[str, Any], floor: dict[str, Any] | None) -> str:
+    """One Markdown table row of an overhead line (and the floor measured right before it)."""
+    cells = [
+        str(line["ranks"]),
+        str(line["islands"]),
+        f"{line['generations']:,}",
+        f"{line['sleep_s'] * 1e3:g}",
+        f"{floor['floor_us_per_evaluation_per_worker']:.0f}" if floor else "",
+        f"{floor['loop_us_per_evaluation_per_worker']:.0f}" if floor else "",
+        f"{line['overhead_us_per_evaluation_per_worker']:.0f}",
+        f"{line['times_floor']:.2f}" if "times_floor" in line else "",
+        f"{line['evaluations_per_second']:,.0f}",
+        f"{line['messages_per_evaluation']:.2f}",
+        f"{line['bytes_per_evaluation']:,.0f}",
+        f"{line['peak_rss_bytes'] / 2**20:.0f}",
+        f"{line['rss_growth_bytes_per_individual']:,.0f}",
+        f"{line['checkpoint_bytes'] / 2**20:.1f}",
+    ]
+    return "| " + " | ".join(cells) + " |"
+
+
+HEADER = (
+    "| ranks | islands | generations | sleep, ms | floor, µs | floor loop only, µs | overhead, µs "
+    "| x floor | evaluations/s | messages/eval. | bytes/eval. | peak RSS/rank, MiB | RSS growth/ind., B "
+    "| checkpoint, MiB |\n" + "| --- " * 14 + "|"
+)
+
+
+def paired(lines: list[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Each overhead line with the floor line printed right before it (``--floor``), if any."""
+    pairs = []
+    floor = None
+    for line in lines:
+        if line["benchmark"] == "floor":
+            floor = line
+        elif line["benchmark"] == "overhead":
+            pairs.append((line, floor))
+            floor = None
+    return pairs
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scaling", action="store_true", help="also run 2 to 32 ranks for docs/scaling.rst")
+    args = parser.parse_args()
+
+    targets = overhead(4, "--floor", "--generations", "500", "5000", "20000", "--ratio")
+    sleeping = overhead(8, "--sleep", "0.01", "--generations", "500")
+    summary = overhead(4, "--generations", "25000", "--summary", "3")
+    scaling: list[dict[str, Any]] = []
+    if args.scaling:
+        for ranks, generations in SCALING_GENERATIONS.items():
+            scaling += overhead(ranks, "--floor", "--generations", str(generations))
+            if ranks >= 8:
+                scaling += overhead(
+                    ranks, "--floor", "--islands", str(ranks // 4), "--generations", str(generations)
+                )
+
+    print("\n" + HEADER)
+    for line, floor in paired(targets + sleeping + summary + scaling):
+        print(row(line, floor))
+
+    at_5000 = find(targets, "overhead", generations=5000)
+    ratio = find(targets, "overhead-ratio")["ratio_largest_to_smallest"]
+    throughput = find(sleeping, "overhead")["throughput_vs_ideal"]
+    growth = find(targets, "overhead", generations=20000)["rss_growth_bytes_per_individual"]
+    seconds = find(summary, "overhead")["summary_seconds"]
+    stored = find(summary, "overhead")["individuals_stored_per_rank"]
+    checks = [
+        (
+            "overhead at 4 ranks x 5,000 generations <= 3x floor",
+            f"{at_5000['times_floor']:.2f}x",
+            at_5000["times_floor"] <= 3,
+        ),
+        ("overhead 20,000 / 500 generations <= 1.5", f"{ratio:.2f}", ratio <= 1.5),
+        ("8 ranks, 10 ms loss: throughput >= 95 % of ideal", f"{100 * throughput:.1f} %", throughput >= 0.95),
+        ("RSS growth per stored individual <= 2 KB", f"{growth:,.0f} B", growth <= 2048),
+        (f"summarize over {stored:,} individuals < 1 s", f"{seconds:.3f} s", seconds < 1),
+    ]
+    print("\n| target | measured | holds |\n| --- | --- | --- |")
+    for name, measured, holds in checks:
+        print(f"| {name} | {measured} | {'yes' if holds else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
