@@ -114,6 +114,7 @@ class Population:
     def distinct_best(self, k: int) -> list[Individual]:
         """Return up to ``k`` individuals of lowest loss with pairwise different parameters or loss.
 
+        Pruned individuals are left out: their loss is an interim one, not comparable with a final loss.
         Active or not: an individual that emigrated is still the best this island found; of equal
         individuals the active one is reported, then the earlier one. O(n + m log n) for the m best read
         until ``k`` distinct ones are found: a heap is built in linear time instead of sorting everything.
@@ -124,7 +125,7 @@ class Population:
         order = [
             (loss_order(ind), not ind.active, i, ind)
             for i, ind in enumerate(self._members.values())
-            if ind.status not in _UNUSABLE
+            if ind.status not in _UNUSABLE and ind.status is not Status.PRUNED
         ]
         heapq.heapify(order)
         chosen: list[Individual] = []

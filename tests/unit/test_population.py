@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from propulate import Individual
+from propulate import Individual, Status
 from propulate.population import Population
 
 LIMITS = {"x": (0.0, 1.0), "n": (0, 3), "c": ("a", "b")}
@@ -251,3 +251,16 @@ def test_best_k_does_not_sort_the_whole_population() -> None:
     # O(k log n) grows by log(1e5)/log(1e3) = 5/3; sorting or scanning grows 100-fold.
     assert large / small < 5
     assert large < 2_000
+
+
+def test_summary_leaves_out_pruned_individuals():
+    population = Population()
+    limits = {"x": (0.0, 1.0)}
+    for uid, (x, loss, status) in enumerate(
+        [(0.1, 0.05, Status.PRUNED), (0.2, 0.3, Status.COMPLETED), (0.3, 0.2, Status.COMPLETED)]
+    ):
+        ind = Individual({"x": x}, limits)
+        ind.uid, ind.loss, ind.status = uid, loss, status
+        population.add(ind)
+    assert [ind.loss for ind in population.distinct_best(3)] == [0.2, 0.3]
+    assert [ind.loss for ind in population.best(3)] == [0.05, 0.2, 0.3]  # pruned ones still breed
