@@ -52,13 +52,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 from mnist_data import prepare_mnist  # tutorials/ is on the path when this runs as a script
 from mpi4py import MPI
-from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
-from torch_ddp_example import LIMITS, build_network, load_mnist
+from torch_ddp_example import LIMITS, build_network, load_mnist, train_epoch, validate
 
 from propulate import Individual, Islands, Status
 from propulate.surrogate import (
@@ -147,40 +145,6 @@ def surrogate_factory(name: str, margin: float) -> Callable[[], Surrogate]:
     if name not in factories:
         raise ValueError(f"surrogate: expected one of {', '.join(SURROGATES)}; got {name!r}")
     return factories[name]
-
-
-def train_epoch(
-    model: nn.Module,
-    optimizer: torch.optim.Optimizer,
-    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
-    device: torch.device,
-) -> None:
-    """Train ``model`` for one pass over ``batches`` (with DDP the gradients are averaged over the worker)."""
-    model.train()
-    for images, labels in batches:
-        optimizer.zero_grad()
-        nn.functional.cross_entropy(model(images.to(device)), labels.to(device)).backward()
-        optimizer.step()
-
-
-def validate(
-    model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], device: torch.device
-) -> tuple[float, float]:
-    """Return the mean cross-entropy and the accuracy of ``model`` over the worker's validation shards.
-
-    Collective over the worker's process group: each rank sums over its own shard, the sums are reduced.
-    """
-    totals = torch.zeros(3, dtype=torch.float64, device=device)  # summed loss, correct, count
-    model.eval()
-    with torch.no_grad():
-        for images, labels in batches:
-            images, labels = images.to(device), labels.to(device)
-            logits = model(images)
-            totals[0] += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
-            totals[1] += (logits.argmax(dim=1) == labels).sum().item()
-            totals[2] += labels.numel()
-    dist.all_reduce(totals)
-    return (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
 
 
 def make_loss_fn(

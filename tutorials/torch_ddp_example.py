@@ -40,7 +40,7 @@ import argparse
 import functools
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import torch
@@ -119,6 +119,40 @@ def build_network(conv_layers: int, activation: str) -> nn.Module:
     return nn.Sequential(*layers, nn.Flatten(), nn.Linear(10 * 28 * 28, 10))
 
 
+def train_epoch(
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
+    device: torch.device,
+) -> None:
+    """Train ``model`` for one pass over ``batches`` (with DDP the gradients are averaged over the worker)."""
+    model.train()
+    for images, labels in batches:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(images.to(device)), labels.to(device)).backward()
+        optimizer.step()
+
+
+def validate(
+    model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], device: torch.device
+) -> tuple[float, float]:
+    """Return the mean cross-entropy and the accuracy of ``model`` over the worker's validation shards.
+
+    Collective over the worker's process group: each rank sums over its own shard, the sums are reduced.
+    """
+    totals = torch.zeros(3, dtype=torch.float64, device=device)  # summed loss, correct, count
+    model.eval()
+    with torch.no_grad():
+        for images, labels in batches:
+            images, labels = images.to(device), labels.to(device)
+            logits = model(images)
+            totals[0] += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+            totals[1] += (logits.argmax(dim=1) == labels).sum().item()
+            totals[2] += labels.numel()
+    dist.all_reduce(totals)
+    return (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
+
+
 def make_loss_fn(args: argparse.Namespace, data_root: str) -> Callable[[Mapping, MPI.Comm], dict[str, float]]:
     """Return the loss function: validation loss (and accuracy) of the network trained with ``params``."""
 
@@ -140,27 +174,13 @@ def make_loss_fn(args: argparse.Namespace, data_root: str) -> Callable[[Mapping,
         train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=train_sampler)
         for epoch in range(args.epochs):
             train_sampler.set_epoch(epoch)
-            ddp.train()
-            for images, labels in train_loader:
-                optimizer.zero_grad()
-                nn.functional.cross_entropy(ddp(images.to(device)), labels.to(device)).backward()
-                optimizer.step()
+            train_epoch(ddp, optimizer, train_loader, device)
             scheduler.step()
 
         # Each rank validates its shard (DistributedSampler pads the last shard with repeated images when
         # the set's size is not a multiple of the world size; 2,000 and 10,000 images split evenly).
         val_loader = DataLoader(val_set, batch_size=500, sampler=DistributedSampler(val_set, shuffle=False))
-        totals = torch.zeros(3, dtype=torch.float64, device=device)  # summed loss, correct, count
-        ddp.eval()
-        with torch.no_grad():
-            for images, labels in val_loader:
-                images, labels = images.to(device), labels.to(device)
-                logits = ddp(images)
-                totals[0] += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
-                totals[1] += (logits.argmax(dim=1) == labels).sum().item()
-                totals[2] += labels.numel()
-        dist.all_reduce(totals)
-        val_loss, val_acc = (totals[0] / totals[2]).item(), (totals[1] / totals[2]).item()
+        val_loss, val_acc = validate(ddp, val_loader, device)
 
         if group.rank == 0:
             log.info(
