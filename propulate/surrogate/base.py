@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ..individual import Individual
 
-__all__ = ["NullSurrogate", "Run", "Surrogate", "check_margin", "exceeds"]
+__all__ = ["CurveSurrogate", "NullSurrogate", "Run", "Surrogate", "check_margin", "exceeds"]
 
 
 class Surrogate(ABC):
@@ -173,6 +173,49 @@ class Run:
                 f"data: expected a dict with 'curve', 'loss' and 'pruned' as made by data(), got {data!r}"
             ) from None
         return cls(curve, loss, pruned)
+
+
+class CurveSurrogate(Surrogate):
+    """A surrogate that records each evaluation's learning curve as a :class:`Run` and shares it.
+
+    :meth:`start_run` begins a new run; :meth:`cancel` records the interim loss, cancels at once when it is
+    NaN or infinite (the training diverged) and otherwise asks :meth:`judge`; :meth:`update` finishes the
+    run. :meth:`data` is the latest run (:meth:`Run.to_data`), and :meth:`merge` takes in another worker's.
+    Every run that finished here or was merged goes to :meth:`learn`, which sees completed and pruned ones
+    alike (check :attr:`Run.completed`).
+    """
+
+    def __init__(self) -> None:
+        self._run = Run()
+
+    def start_run(self, ind: Individual) -> None:  # noqa: D102
+        self._run = Run()
+
+    def cancel(self, loss: float) -> bool:  # noqa: D102
+        step = self._run.observe(loss)
+        stop = not math.isfinite(loss) or self.judge(step, loss)
+        self._run.pruned |= stop
+        return stop
+
+    @abstractmethod
+    def judge(self, step: int, loss: float) -> bool:
+        """Return whether to cancel the current run at its finite interim loss ``loss`` of step ``step``."""
+
+    @abstractmethod
+    def learn(self, run: Run) -> None:
+        """Take in ``run``, finished on this worker or merged from another one."""
+
+    def update(self, loss: float) -> None:  # noqa: D102
+        self._run.finish(loss)
+        self.learn(self._run)
+
+    def data(self) -> dict[str, Any]:
+        """Return the latest run: ``{"curve": [...], "loss": final loss or None, "pruned": bool}``."""
+        return self._run.to_data()
+
+    def merge(self, data: Any) -> None:  # noqa: D102
+        if data is not None:
+            self.learn(Run.from_data(data))
 
 
 def check_margin(margin: object) -> float:

@@ -3,20 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..validation import check_int
-from .base import Run, Surrogate, check_margin, exceeds
-
-if TYPE_CHECKING:
-    from ..individual import Individual
+from .base import CurveSurrogate, Run, check_margin, exceeds
 
 __all__ = ["LogLinearSurrogate"]
 
 
-class LogLinearSurrogate(Surrogate):
+class LogLinearSurrogate(CurveSurrogate):
     """Cancel a run whose extrapolated final loss is too far behind the best final loss seen.
 
     After ``min_steps`` interim losses ``y_0, ..., y_k`` the model ``y_t ≈ a + b * log(t + 1)`` is fitted to
@@ -50,26 +46,17 @@ class LogLinearSurrogate(Surrogate):
     """
 
     def __init__(self, margin: float = 0.8, min_steps: int = 3) -> None:
+        super().__init__()
         self.margin = check_margin(margin)
         self.min_steps = check_int("min_steps", min_steps, 2)
-        self._run = Run()
         # The lowest final loss and the longest curve of the completed runs so far.
         self._best: float | None = None
         self._horizon = 0
 
-    def start_run(self, ind: Individual) -> None:  # noqa: D102
-        self._run = Run()
-
-    def cancel(self, loss: float) -> bool:  # noqa: D102
-        step = self._run.observe(loss)
-        if not math.isfinite(loss):
-            stop = True
-        elif self._best is None or step + 1 < self.min_steps:
-            stop = False
-        else:
-            stop = exceeds(self.predict(), self._best, self.margin)
-        self._run.pruned |= stop
-        return stop
+    def judge(self, step: int, loss: float) -> bool:  # noqa: D102
+        if self._best is None or step + 1 < self.min_steps:
+            return False
+        return exceeds(self.predict(), self._best, self.margin)
 
     def predict(self) -> float:
         """Return the extrapolated final loss of the current run (needs two interim losses at least).
@@ -95,19 +82,7 @@ class LogLinearSurrogate(Surrogate):
         at_current = a + b * log_steps[-1]
         return float(min(at_horizon, at_current))
 
-    def update(self, loss: float) -> None:  # noqa: D102
-        self._run.finish(loss)
-        self._offer(self._run)
-
-    def data(self) -> dict[str, Any]:
-        """Return the latest run: ``{"curve": [...], "loss": final loss or None, "pruned": bool}``."""
-        return self._run.to_data()
-
-    def merge(self, data: Any) -> None:  # noqa: D102
-        if data is not None:
-            self._offer(Run.from_data(data))
-
-    def _offer(self, run: Run) -> None:
+    def learn(self, run: Run) -> None:  # noqa: D102
         if not run.completed:
             return
         assert run.loss is not None

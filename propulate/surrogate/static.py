@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import math
-from typing import TYPE_CHECKING, Any
-
-from .base import Run, Surrogate, check_margin, exceeds
-
-if TYPE_CHECKING:
-    from ..individual import Individual
+from .base import CurveSurrogate, Run, check_margin, exceeds
 
 __all__ = ["StaticSurrogate"]
 
 
-class StaticSurrogate(Surrogate):
+class StaticSurrogate(CurveSurrogate):
     """Cancel a run whose interim loss falls too far behind the best completed run at the same step.
 
     The baseline is the learning curve (the interim losses) of the completed run with the lowest final loss
@@ -42,8 +36,8 @@ class StaticSurrogate(Surrogate):
     """
 
     def __init__(self, margin: float = 0.8) -> None:
+        super().__init__()
         self.margin = check_margin(margin)
-        self._run = Run()
         # The best completed run so far; None until there is one.
         self._baseline: Run | None = None
 
@@ -52,34 +46,13 @@ class StaticSurrogate(Surrogate):
         """The interim losses of the best completed run; empty before there is one."""
         return [] if self._baseline is None else list(self._baseline.curve)
 
-    def start_run(self, ind: Individual) -> None:  # noqa: D102
-        self._run = Run()
+    def judge(self, step: int, loss: float) -> bool:  # noqa: D102
+        if self._baseline is None:
+            return False
+        curve = self._baseline.curve
+        return exceeds(loss, curve[min(step, len(curve) - 1)], self.margin)
 
-    def cancel(self, loss: float) -> bool:  # noqa: D102
-        step = self._run.observe(loss)
-        if not math.isfinite(loss):
-            stop = True
-        elif self._baseline is None:
-            stop = False
-        else:
-            curve = self._baseline.curve
-            stop = exceeds(loss, curve[min(step, len(curve) - 1)], self.margin)
-        self._run.pruned |= stop
-        return stop
-
-    def update(self, loss: float) -> None:  # noqa: D102
-        self._run.finish(loss)
-        self._offer(self._run)
-
-    def data(self) -> dict[str, Any]:
-        """Return the latest run: ``{"curve": [...], "loss": final loss or None, "pruned": bool}``."""
-        return self._run.to_data()
-
-    def merge(self, data: Any) -> None:  # noqa: D102
-        if data is not None:
-            self._offer(Run.from_data(data))
-
-    def _offer(self, run: Run) -> None:
+    def learn(self, run: Run) -> None:
         """Make ``run`` the baseline if it completed and is better than the current one."""
         if not run.completed or not run.curve:
             return
