@@ -66,10 +66,8 @@ class Progress:
     def begin(self, population: Iterable[Individual]) -> None:
         """Count what earlier sessions evaluated on this island (its own individuals, not immigrants)."""
         self.mine = _IslandCounts()
-        for ind in population:
-            if ind.migration_steps == 0 and ind.status in _DONE:
-                self.mine.evaluated += 1
-                self._offer(ind)
+        self.count(population)
+        self.mine.this_session = 0
         self._start = time.monotonic()
 
     def count(self, individuals: Iterable[Individual]) -> None:
