@@ -7,7 +7,10 @@ completes, and takes in whatever has arrived (``Iprobe``/``Recv`` until nothing 
 it. No breeding, no bookkeeping, no checkpoint, no logging. After its last evaluation a rank goes on taking
 in messages the same way until it has counted all of them (it knows how many: ``generations`` from every
 other rank) and its own sends have completed: only then has every result reached every rank, as at the end
-of a propulate run.
+of a propulate run. While it waits, a rank that found nothing new yields the processor, as propulate's own
+end-of-run drain does: with more ranks than cores, the messages still on their way sit in the queues of
+ranks that are not running, and a waiting rank that kept polling would take the processor from them (at 4
+ranks on 2 cores that stretched the floor from about 65 to about 250 µs per evaluation).
 
 Usage::
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import time
 from collections import deque
@@ -36,6 +40,9 @@ import numpy as np
 from mpi4py import MPI
 
 TAG = 7
+
+# Give the processor to another runnable process, if there is one (not available on every platform).
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 def floor_loop(comm: MPI.Comm, generations: int, dims: int) -> dict[str, Any]:
@@ -90,7 +97,11 @@ def floor_loop(comm: MPI.Comm, generations: int, dims: int) -> dict[str, Any]:
     loop_seconds = time.perf_counter() - start
     received_in_loop = received
     while received < expected or pending:
+        before = (received, len(pending))
         take_in()
+        if (received, len(pending)) == before:
+            # Nothing new: let a rank whose sends still wait in its queue run (as propulate's drain does).
+            _yield()
     seconds = time.perf_counter() - start
     comm.Barrier()
     comm.Free()
