@@ -210,6 +210,9 @@ class CheckpointWriter:
         self._flushing = threading.Lock()  # one flush at a time
         self._last_complaint = -math.inf
         self._pending: list[tuple[Any, ...]] = []
+        # The individual being evaluated, its island and start time, and whether its row was queued.
+        self._running: tuple[Individual, int, float] | None = None
+        self._running_queued = False
         self._plain_extras: dict[str, bytes] = {}
         self._state: tuple[int, float, bytes] | None = None
         self.seconds = 0.0  # CPU seconds spent flushing, in the background thread
@@ -250,7 +253,54 @@ class CheckpointWriter:
             ind.surrogate_data,
         )
         with self._lock:
+            if self._running is not None and self._running[0] is ind:
+                self._running = None
             self._pending.append(row)
+
+    def started(self, ind: Individual, home: int) -> None:
+        """Note that ``ind`` (of island ``home``) is being evaluated now (O(1), no row built).
+
+        Its ``STARTED`` row is queued by the first flush that finds it still running. Rows reach the file
+        only by a flush, so this leaves the file as queueing the row at once would, at any moment: a run
+        killed during the evaluation finds it there after the next flush, and an evaluation shorter than the
+        flush interval costs no row at all. ``ind``'s search position must not change while it runs.
+        """
+        start = time.time()
+        with self._lock:
+            self._running = (ind, home, start)
+            self._running_queued = False
+
+    def _queue_running(self) -> None:
+        """Queue the ``STARTED`` row of the running individual, once (call with the lock held)."""
+        if self._running is None or self._running_queued:
+            return
+        ind, home, start = self._running
+        self._running_queued = True
+        # Only what does not change during the evaluation is read: the loop may be storing its result.
+        self._pending.append(
+            (
+                int(Record.STARTED),
+                int(Status.PENDING),
+                int(ind.active),
+                ind.uid,
+                ind.island,
+                home,
+                ind.rank,
+                ind.current,
+                ind.generation,
+                ind.migration_steps,
+                math.inf,
+                start,
+                math.inf,
+                0.0,
+                ind.position.copy(),
+                None if ind.velocity is None else ind.velocity.copy(),
+                {},
+                ind.migration_history,
+                0,
+                None,
+            )
+        )
 
     def deactivated(self, uid: int, home: int) -> None:
         """Queue a deactivation of individual ``uid`` on island ``home``."""
@@ -285,6 +335,7 @@ class CheckpointWriter:
         """
         with self._flushing:
             with self._lock:
+                self._queue_running()
                 pending, self._pending = self._pending, []
                 state, self._state = self._state, None
             try:

@@ -87,6 +87,8 @@ def interpret(result: Any) -> tuple[float, dict[str, float]]:
     TypeError
         If the value is neither a number nor a mapping with a numeric ``"loss"``.
     """
+    if type(result) is float:  # the common case, without the abstract base class checks below
+        return result, {}
     if isinstance(result, Mapping):
         if "loss" not in result:
             raise TypeError(f"loss_fn returned a mapping without a 'loss' entry: keys {list(result)}")

@@ -3,12 +3,15 @@
 Breeding needs the best few active individuals, not a sorted copy of everything evaluated so far, so the
 store keeps a binary heap of active individuals keyed by loss. Entries of deactivated individuals are
 dropped lazily when they reach the top. Reading the best ``k`` costs O(k log n); adding costs O(log n).
-Pollination needs the worst few: a second heap, ordered the other way, is built on the first such request
-and kept from then on.
+The last answer is kept as a sorted list and updated on each addition (O(k) when the newcomer is among
+the best, O(1) otherwise), so a worker that breeds from the same few best again and again reads them in
+O(k); a deactivation among them drops it. Pollination needs the worst few: a second heap, ordered the
+other way, is built on the first such request and kept from then on.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator
 
@@ -41,6 +44,9 @@ class Population:
         self._pending_deactivation: set[int] = set()
         # The breedable individuals in arrival order, for propagators that take all of them.
         self._active: dict[int, Individual] = {}
+        # The best ``_top_k`` active individuals as heap entries, best first; None when not known.
+        self._top: list[tuple[float, int, Individual]] | None = None
+        self._top_k = 0
 
     def __len__(self) -> int:
         return len(self._members)
@@ -70,7 +76,14 @@ class Population:
         if _breedable(ind):
             self._active[ind.uid] = ind
             loss = loss_order(ind)
-            heapq.heappush(self._heap, (loss, ind.uid, ind))
+            entry = (loss, ind.uid, ind)
+            heapq.heappush(self._heap, entry)
+            top = self._top
+            if top is not None and (len(top) < self._top_k or entry < top[-1]):
+                # Never compares the individuals themselves: uids are unique.
+                bisect.insort(top, entry)
+                if len(top) > self._top_k:
+                    top.pop()
             if self._worst_heap is not None:
                 heapq.heappush(self._worst_heap, (-loss, ind.uid, ind))
 
@@ -87,14 +100,28 @@ class Population:
         elif ind.active:
             ind.active = False
             self._active.pop(uid, None)
+            top = self._top
+            if top is not None and any(entry[1] == uid for entry in top):
+                self._top = None
 
     def best(self, k: int, where: Callable[[Individual], bool] | None = None) -> list[Individual]:
         """Return the ``k`` active individuals of lowest loss, best first (fewer if fewer exist).
 
         With ``where``, only individuals for which it is true count; the cost grows with the number of
-        better individuals it rejects, not with the population.
+        better individuals it rejects, not with the population. Without ``where``, O(k) when the best ``k``
+        (or more) were read before and none of them has been deactivated since.
         """
-        return _first(self._heap, k, where)
+        if where is not None:
+            return _first(self._heap, k, where)
+        top = self._top
+        if top is not None and self._top_k >= k:
+            chosen = [entry[2] for entry in top[:k]]
+            if all(ind.active for ind in chosen):  # guards against ``active`` set by hand, too
+                return chosen
+        chosen = _first(self._heap, k, None)
+        self._top = [(loss_order(ind), ind.uid, ind) for ind in chosen]
+        self._top_k = k
+        return chosen
 
     def worst(self, k: int, where: Callable[[Individual], bool] | None = None) -> list[Individual]:
         """Return the ``k`` active individuals of highest loss, worst first (fewer if fewer exist).

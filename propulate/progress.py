@@ -1,10 +1,10 @@
 """Live progress: one rate-limited line for the whole run, logged by the first rank.
 
-Every worker counts the evaluations of its island as they reach it (its own and those its island peers
-announce). Each island's first worker sends its island's counts and best loss to the first rank of the run
-at most once per interval, in a small non-blocking message; the first rank logs one line per interval:
-evaluations done and planned, best loss, evaluations per second and the estimated time left. A run with
-1,000 islands thus prints one line per interval, not 1,000.
+Each island's first worker counts the evaluations of its island as they reach it (its own and those its
+island peers announce), when the line is asked for (``debug >= 1``). It sends its island's counts and best
+loss to the first rank of the run at most once per interval, in a small non-blocking message; the first
+rank logs one line per interval: evaluations done and planned, best loss, evaluations per second and the
+estimated time left. A run with 1,000 islands thus prints one line per interval, not 1,000.
 """
 
 from __future__ import annotations
@@ -60,18 +60,27 @@ class Progress:
         self.interval = interval
         self.mine = _IslandCounts()
         self.islands: dict[int, _IslandCounts] = {}  # on the first rank: every island's latest report
+        # Whether count() counts: only island heads report, and only a run with progress lines needs it.
+        self.counting = island_head
         self._start = time.monotonic()
         self._next = -math.inf
 
     def begin(self, population: Iterable[Individual]) -> None:
         """Count what earlier sessions evaluated on this island (its own individuals, not immigrants)."""
         self.mine = _IslandCounts()
-        self.count(population)
+        self._tally(population)
         self.mine.this_session = 0
         self._start = time.monotonic()
 
     def count(self, individuals: Iterable[Individual]) -> None:
-        """Count newly evaluated individuals of this island (immigrants are counted on their own island)."""
+        """Count newly evaluated individuals of this island (immigrants are counted on their own island).
+
+        Does nothing unless :attr:`counting` (an island head of a run that logs progress).
+        """
+        if self.counting:
+            self._tally(individuals)
+
+    def _tally(self, individuals: Iterable[Individual]) -> None:
         for ind in individuals:
             if ind.migration_steps == 0 and ind.status in _DONE:
                 self.mine.evaluated += 1

@@ -242,6 +242,7 @@ class Propulator:
         self.pollination = bool(pollination)
         self.start_time = math.nan
         self.island_rank = -1
+        self._breeding_pool: int | None = None
         if not self.is_worker_root:
             self.migration: IsolatedIslands | MigrationPolicy = IsolatedIslands()
             return
@@ -492,7 +493,10 @@ class Propulator:
         if self._writer is None:
             self._open_writer(ind.space)
         assert self._writer is not None
-        self._writer.record(kind, ind, self.island_idx if home is None else home)
+        if kind is Record.STARTED:
+            self._writer.started(ind, self.island_idx if home is None else home)
+        else:
+            self._writer.record(kind, ind, self.island_idx if home is None else home)
 
     def _snapshot(self, force: bool = False) -> None:
         """Hand the writer this worker's state; only the latest is written, so at most a few per flush."""
@@ -512,6 +516,11 @@ class Propulator:
     # ----------------------------------------------------------------------------------------- loop
 
     def _work(self, logging_interval: int, debug: int) -> None:
+        # The pool a propagator breeds from is part of its structure: read once, not every generation.
+        self._breeding_pool = (
+            self.propagator.breeding_pool if isinstance(self.propagator, Propagator) else None
+        )
+        self._progress.counting = debug >= 1 and self._progress.island_head
         while self._requeue or self.generations == -1 or self.generation < self.generations:
             self._receive_updates()
             self._receive_immigrants(debug)
@@ -522,7 +531,7 @@ class Propulator:
             if ind.uid < 0:
                 ind.uid = self._mint_uid()
             ind.status = Status.PENDING
-            self._record(Record.STARTED, ind)
+            self._record(Record.STARTED, ind)  # a note only: its row is written if a flush finds it running
             self._evaluate(ind, debug)
             if ind.status is Status.INTERRUPTED:
                 # Left pending in the checkpoint: evaluated again on resume.
@@ -569,7 +578,7 @@ class Propulator:
         return f"{len(self._population)} individuals known, best loss {best_loss}, {elapsed:.1f} s elapsed"
 
     def _breed(self) -> Individual:
-        pool = self.propagator.breeding_pool if isinstance(self.propagator, Propagator) else None
+        pool = self._breeding_pool
         parents = self._population.best(pool) if pool is not None else self._population.active()
         offspring = as_list(self.propagator(parents))
         if not offspring or not isinstance(offspring[0], Individual):

@@ -387,6 +387,52 @@ def test_close_flushes_what_is_queued(tmp_path: Path) -> None:
     assert checkpoint is not None and len(checkpoint.populations[0]) == 1
 
 
+def test_a_noted_start_costs_no_row_when_the_result_comes_before_a_flush(tmp_path: Path) -> None:
+    writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1])
+    ind = bred(make_uid(0, 0, 0), 0, 0)
+    writer.started(ind, 0)
+    writer.record(Record.EVALUATED, evaluate(ind, 1.0), 0)
+    writer.close()
+    assert writer.n_records == 1
+    checkpoint = load_checkpoint(tmp_path)
+    assert checkpoint is not None
+    assert [i.loss for i in checkpoint.populations[0]] == [1.0] and not checkpoint.pending
+
+
+def test_a_flush_during_an_evaluation_writes_its_start_once(tmp_path: Path) -> None:
+    writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1])
+    ind = bred(make_uid(0, 0, 0), 0, 0)
+    writer.started(ind, 0)
+    writer.flush()
+    writer.flush()
+    assert writer.n_records == 1
+    # Read while still running, as after a kill -9: the evaluation is pending, with its search position.
+    checkpoint = load_checkpoint(tmp_path)
+    assert checkpoint is not None
+    (pending,) = checkpoint.pending[0]
+    assert pending.uid == ind.uid and pending.status is Status.INTERRUPTED
+    np.testing.assert_array_equal(pending.position, ind.position)
+    writer.record(Record.EVALUATED, evaluate(ind, 2.0), 0)
+    writer.close()
+    assert writer.n_records == 2
+    checkpoint = load_checkpoint(tmp_path)
+    assert checkpoint is not None
+    assert [i.loss for i in checkpoint.populations[0]] == [2.0] and not checkpoint.pending
+
+
+def test_an_evaluation_running_at_close_is_left_pending(tmp_path: Path) -> None:
+    writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1])
+    start_and_finish(writer, bred(make_uid(0, 0, 0), 0, 0), 1.0, 0)
+    interrupted = bred(make_uid(0, 0, 1), 0, 1)
+    writer.started(interrupted, 0)
+    interrupted.status = Status.INTERRUPTED  # what the loop does before it stops
+    writer.close()
+    checkpoint = load_checkpoint(tmp_path)
+    assert checkpoint is not None
+    assert [i.uid for i in checkpoint.pending[0]] == [interrupted.uid]
+    assert len(checkpoint.populations[0]) == 1
+
+
 # ------------------------------------------------------------------------------------ damaged files
 
 

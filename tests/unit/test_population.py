@@ -136,6 +136,27 @@ def test_best_sees_later_additions(shuffled: Population) -> None:
     assert uids(shuffled.best(5)) == [100, 0, 1, 2, 101]
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_best_agrees_with_sorting_through_adds_and_deactivations(seed: int) -> None:
+    """The kept answer of best() follows additions and deactivations (and ``active`` set by hand)."""
+    rng = random.Random(seed)
+    pop = Population()
+    members: list[Individual] = []
+    for uid in range(400):
+        ind = member(uid, float(rng.randint(0, 60)))  # ties, broken by uid
+        pop.add(ind)
+        members.append(ind)
+        if rng.random() < 0.3:
+            victim = rng.choice(members)
+            if rng.random() < 0.2:
+                victim.active = False  # behind the population's back
+            else:
+                pop.deactivate(victim.uid)
+        k = rng.choice((1, 3, 8, 8, 8, 20))
+        expected = sorted((ind for ind in members if ind.active), key=lambda ind: (ind.loss, ind.uid))[:k]
+        assert uids(pop.best(k)) == uids(expected)
+
+
 def test_nan_losses_never_come_first() -> None:
     pop = population_of([math.nan, 3.0, math.nan, math.inf, 1.0])
     best = pop.best(5)
