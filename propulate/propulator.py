@@ -34,7 +34,7 @@ from .checkpoint import (
 )
 from .errors import RunAbortedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
-from .individual import Individual, Status
+from .individual import Individual, Status, unpack
 from .lifecycle import StopConditions, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.messaging import Mailbox, Tag, drain
@@ -243,6 +243,9 @@ class Propulator:
         self.start_time = math.nan
         self.island_rank = -1
         self._breeding_pool: int | None = None
+        # The search space last named to the island's peers, and the one each peer last named to us.
+        self._sent_space: SearchSpace | None = None
+        self._peer_spaces: dict[int, SearchSpace] = {}
         if not self.is_worker_root:
             self.migration: IsolatedIslands | MigrationPolicy = IsolatedIslands()
             return
@@ -645,11 +648,33 @@ class Propulator:
             self._population.deactivate(uid)
             if self._writer is not None:
                 self._writer.deactivated(uid, self.island_idx)
-        self._island_mail.send((added, deactivated), self._island_peers, Tag.ISLAND_UPDATE)
+        if self._island_peers:
+            self._island_mail.send((self._pack(added), deactivated), self._island_peers, Tag.ISLAND_UPDATE)
+
+    def _pack(self, added: list[Individual]) -> list[tuple[SearchSpace | None, list[tuple[Any, ...]]]]:
+        """Individuals for island peers: packed, in runs of one search space, named only when it changes.
+
+        A run has one search space, so a worker names it in its first message only and the peers remember
+        it per sender (messages from one sender arrive in order); the rest is plain values.
+        """
+        chunks: list[tuple[SearchSpace | None, list[tuple[Any, ...]]]] = []
+        for ind in added:
+            if not chunks or ind.space is not self._sent_space:
+                named = None if ind.space is self._sent_space else ind.space
+                self._sent_space = ind.space
+                chunks.append((named, []))
+            chunks[-1][1].append(ind.packed())
+        return chunks
 
     def _receive_updates(self) -> bool:
         messages = self._island_mail.receive(Tag.ISLAND_UPDATE)
-        for _, (added, deactivated) in messages:
+        for source, (chunks, deactivated) in messages:
+            added: list[Individual] = []
+            for named, rows in chunks:
+                if named is not None:
+                    self._peer_spaces[source] = named
+                space = self._peer_spaces[source]
+                added.extend(unpack(space, row) for row in rows)
             self._population.extend(added)
             self._learn_from(added)
             self._progress.count(added)
