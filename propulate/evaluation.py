@@ -40,7 +40,7 @@ _STOP = 0
 _TASK = 1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Evaluation:
     """The outcome of one evaluation.
 

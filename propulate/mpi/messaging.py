@@ -88,8 +88,9 @@ class Mailbox:
     A message to several ranks is pickled once; its buffer is shared by the sends to each of them and kept
     until they complete. While ``window`` messages to a rank are unmatched, further messages to it wait in
     its outbox and go out together, as one batch, once fewer are in flight or the oldest has waited
-    ``max_delay`` seconds. All of this costs O(1) per destination of a message (and per destination with
-    waiting messages at each :meth:`progress`), however many messages a run sends.
+    ``max_delay`` seconds. Sends are tested for completion all at once, in one call into MPI, and only when
+    a destination reaches the window or an outbox waits. All of this costs O(1) per destination of a
+    message, plus O(window x destinations) per such test, however many messages a run sends.
 
     Parameters
     ----------
@@ -119,18 +120,17 @@ class Mailbox:
         if not dests:
             return
         frame = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        now_dests = []
+        if self._crowded(dests):
+            self._release()
         for dest in dests:
             key = (dest, int(tag))
             waiting = self._outbox.get(key)
             if waiting is not None:
                 waiting[1].append(frame)  # behind earlier waiting messages: the order is kept
             elif self._unmatched(dest) < self.window:
-                now_dests.append(dest)
+                self._start(dest, tag, frame)
             else:
                 self._outbox[key] = (time.monotonic(), [frame])
-        for dest in now_dests:
-            self._start(dest, tag, frame)
         self.progress()
 
     def _start(self, dest: int, tag: int, buffer: bytes) -> None:
@@ -140,13 +140,31 @@ class Mailbox:
         self.messages_sent += 1
 
     def _unmatched(self, dest: int) -> int:
-        """Count the sends to ``dest`` not yet known to be matched, after releasing the completed ones."""
+        """Count the sends to ``dest`` not known to be matched at the last :meth:`_release`, or made since."""
         sends = self._in_flight.get(dest)
-        if not sends:
-            return 0
-        while sends and sends[0][0].Test():
-            sends.popleft()
-        return len(sends)
+        return len(sends) if sends else 0
+
+    def _crowded(self, dests: Iterable[int]) -> bool:
+        """Whether one of ``dests`` has ``window`` sends that may not be matched yet."""
+        return any(self._unmatched(dest) >= self.window for dest in dests)
+
+    def _release(self) -> None:
+        """Test every send in flight at once and release the buffers of the completed ones.
+
+        One call into MPI for all destinations: each test of an incomplete request runs MPI's progress
+        engine (several microseconds with many ranks), so testing them one by one would cost that many
+        times over. Called only when a destination reaches the window (or the outboxes wait, or the run
+        ends), so sends spread over time cost no test at all until then.
+        """
+        requests = [request for sends in self._in_flight.values() for request, _ in sends]
+        completed = False
+        # One test may take in only some of the receivers' acknowledgements: test again while it finds any.
+        while requests and MPI.Request.Testsome(requests):
+            completed = True
+            requests = [request for request in requests if request]  # completed ones are now null
+        if completed:
+            for dest, sends in self._in_flight.items():
+                self._in_flight[dest] = deque(entry for entry in sends if entry[0])
 
     def receive(self, tag: Tag) -> list[tuple[int, Any]]:
         """Return ``(source, object)`` for every message with ``tag`` that has arrived, in arrival order."""
@@ -172,6 +190,7 @@ class Mailbox:
         """
         if not self._outbox:
             return
+        self._release()
         now = time.monotonic()
         for key, (since, frames) in list(self._outbox.items()):
             dest, tag = key
@@ -186,10 +205,11 @@ class Mailbox:
     def n_pending(self) -> int:
         """Messages not yet matched by their receiver or still waiting in an outbox; 0 when all arrived.
 
-        O(number of destinations).
+        O(messages in flight): at most ``window`` per destination.
         """
+        self._release()
         waiting = sum(len(frames) for _, frames in self._outbox.values())
-        return waiting + sum(self._unmatched(dest) for dest in list(self._in_flight))
+        return waiting + sum(len(sends) for sends in self._in_flight.values())
 
 
 def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
