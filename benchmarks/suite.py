@@ -8,7 +8,8 @@ figure measured and whether it holds:
 1. 4 ranks, 5,000 generations, zero-cost loss, default propagator, checkpointing on: overhead per
    evaluation per worker at most 3x the floor measured in the same invocation (``--floor``);
 2. 4 ranks: the overhead per evaluation at 20,000 generations at most 1.5x that at 500 generations;
-3. 8 ranks, a loss that sleeps 10 ms: at least 95 % of the ideal throughput (8 / 10 ms);
+3. 8 ranks, a loss that sleeps 10 ms: at least 95 % of the ideal throughput (8 / 10 ms), in a run of 500
+   and one of 2,000 generations per worker;
 4. resident memory growth per stored individual (10 float parameters) at most 2 KB (from the 20,000
    generation run: 80,000 individuals per rank); and, alongside, ``summarize`` over 100,000 individuals
    (4 ranks x 25,000 generations) in under a second.
@@ -16,7 +17,7 @@ figure measured and whether it holds:
 ``--scaling`` adds the runs behind the scaling analysis of ``docs/scaling.rst``: 2, 4, 8, 16 and 32 ranks,
 one island of all ranks and islands of 4 ranks, each with its floor. Usage::
 
-    python benchmarks/suite.py              # the targets, about 3 minutes on 2 cores
+    python benchmarks/suite.py              # the targets, about 2 minutes on 2 cores
     python benchmarks/suite.py --scaling    # and the scaling runs, about 10 more minutes
 """
 
@@ -126,7 +127,9 @@ def main() -> None:
     args = parser.parse_args()
 
     targets = overhead(4, "--floor", "--generations", "500", "5000", "20000", "--ratio")
-    sleeping = overhead(8, "--sleep", "0.01", "--generations", "500")
+    # 500 generations are a 5 s run, in which the start and the wait for the slowest worker's last
+    # evaluation weigh about 1 %; 2,000 generations show the steady state.
+    sleeping = overhead(8, "--sleep", "0.01", "--generations", "500", "2000")
     summary = overhead(4, "--generations", "25000", "--summary", "3")
     scaling: list[dict[str, Any]] = []
     if args.scaling:
@@ -143,18 +146,34 @@ def main() -> None:
 
     at_5000 = find(targets, "overhead", generations=5000)
     ratio = find(targets, "overhead-ratio")["ratio_largest_to_smallest"]
-    throughput = find(sleeping, "overhead")["throughput_vs_ideal"]
+    throughputs = {g: find(sleeping, "overhead", generations=g)["throughput_vs_ideal"] for g in (500, 2000)}
+    floor_loop = find(targets, "floor", generations=5000)["loop_us_per_evaluation_per_worker"]
+    times_loop = at_5000["overhead_us_per_evaluation_per_worker"] / floor_loop
     growth = find(targets, "overhead", generations=20000)["rss_growth_bytes_per_individual"]
     seconds = find(summary, "overhead")["summary_seconds"]
     stored = find(summary, "overhead")["individuals_stored_per_rank"]
     checks = [
         (
-            "overhead at 4 ranks x 5,000 generations <= 3x floor",
+            "overhead at 4 ranks x 5,000 generations <= 3x floor (until every message has arrived)",
             f"{at_5000['times_floor']:.2f}x",
             at_5000["times_floor"] <= 3,
         ),
+        (
+            "... <= 3x the floor's sending loop only (most of its messages not yet delivered)",
+            f"{times_loop:.2f}x",
+            times_loop <= 3,
+        ),
         ("overhead 20,000 / 500 generations <= 1.5", f"{ratio:.2f}", ratio <= 1.5),
-        ("8 ranks, 10 ms loss: throughput >= 95 % of ideal", f"{100 * throughput:.1f} %", throughput >= 0.95),
+    ]
+    checks += [
+        (
+            f"8 ranks, 10 ms loss, {g:,} generations: throughput >= 95 % of ideal",
+            f"{100 * throughput:.1f} %",
+            throughput >= 0.95,
+        )
+        for g, throughput in throughputs.items()
+    ]
+    checks += [
         ("RSS growth per stored individual <= 2 KB", f"{growth:,.0f} B", growth <= 2048),
         (f"summarize over {stored:,} individuals < 1 s", f"{seconds:.3f} s", seconds < 1),
     ]
