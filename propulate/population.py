@@ -79,7 +79,7 @@ class Population:
             entry = (loss, ind.uid, ind)
             heapq.heappush(self._heap, entry)
             top = self._top
-            if top is not None and (len(top) < self._top_k or entry < top[-1]):
+            if top is not None and self._top_k > 0 and (len(top) < self._top_k or entry < top[-1]):
                 # Never compares the individuals themselves: uids are unique.
                 bisect.insort(top, entry)
                 if len(top) > self._top_k:

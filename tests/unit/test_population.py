@@ -157,6 +157,13 @@ def test_best_agrees_with_sorting_through_adds_and_deactivations(seed: int) -> N
         assert uids(pop.best(k)) == uids(expected)
 
 
+def test_best_of_none_then_additions() -> None:
+    pop = population_of([3.0, 1.0])
+    assert pop.best(0) == []
+    pop.add(member(2, 0.5, x=0.9))
+    assert uids(pop.best(2)) == [2, 1]
+
+
 def test_nan_losses_never_come_first() -> None:
     pop = population_of([math.nan, 3.0, math.nan, math.inf, 1.0])
     best = pop.best(5)
