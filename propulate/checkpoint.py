@@ -157,6 +157,36 @@ def checkpoint_files(directory: Path) -> dict[int, dict[int, Path]]:
 # ------------------------------------------------------------------------------------------------- writing
 
 
+def _row(kind: Record, ind: Individual, home: int, start: float, pending: bool = False) -> tuple[Any, ...]:
+    """One queued record of ``ind`` on island ``home``, in the order ``CheckpointWriter._write`` reads.
+
+    With ``pending``, the result fields are those of an individual not yet evaluated, whatever ``ind``
+    holds now. The position and velocity are copied.
+    """
+    return (
+        int(kind),
+        int(Status.PENDING) if pending else int(ind.status),
+        int(ind.active),
+        ind.uid,
+        ind.island,
+        home,
+        ind.rank,
+        ind.current,
+        ind.generation,
+        ind.migration_steps,
+        math.inf if pending else ind.loss,
+        start,
+        math.inf if pending else ind.evaltime,
+        0.0 if pending else ind.evalperiod,
+        ind.position.copy(),
+        None if ind.velocity is None else ind.velocity.copy(),
+        {} if pending else ind.metrics,
+        ind.migration_history,
+        0 if pending else ind.steps,
+        None if pending else ind.surrogate_data,
+    )
+
+
 class CheckpointWriter:
     """Appends one writer's records to its file for this session; flushes from a background thread.
 
@@ -225,33 +255,8 @@ class CheckpointWriter:
 
     def record(self, kind: Record, ind: Individual, home: int) -> None:
         """Queue one row describing ``ind`` (cheap: copies the position, no I/O)."""
-        velocity = None if ind.velocity is None else ind.velocity.copy()
-        if kind is Record.STARTED:
-            start = time.time()
-        else:
-            start = ind.evaltime - ind.evalperiod
-        row = (
-            int(kind),
-            int(ind.status),
-            int(ind.active),
-            ind.uid,
-            ind.island,
-            home,
-            ind.rank,
-            ind.current,
-            ind.generation,
-            ind.migration_steps,
-            ind.loss,
-            start,
-            ind.evaltime,
-            ind.evalperiod,
-            ind.position.copy(),
-            velocity,
-            ind.metrics,
-            ind.migration_history,
-            ind.steps,
-            ind.surrogate_data,
-        )
+        start = time.time() if kind is Record.STARTED else ind.evaltime - ind.evalperiod
+        row = _row(kind, ind, home, start)
         with self._lock:
             if self._running is not None and self._running[0] is ind:
                 self._running = None
@@ -277,30 +282,7 @@ class CheckpointWriter:
         ind, home, start = self._running
         self._running_queued = True
         # Only what does not change during the evaluation is read: the loop may be storing its result.
-        self._pending.append(
-            (
-                int(Record.STARTED),
-                int(Status.PENDING),
-                int(ind.active),
-                ind.uid,
-                ind.island,
-                home,
-                ind.rank,
-                ind.current,
-                ind.generation,
-                ind.migration_steps,
-                math.inf,
-                start,
-                math.inf,
-                0.0,
-                ind.position.copy(),
-                None if ind.velocity is None else ind.velocity.copy(),
-                {},
-                ind.migration_history,
-                0,
-                None,
-            )
-        )
+        self._pending.append(_row(Record.STARTED, ind, home, start, pending=True))
 
     def deactivated(self, uid: int, home: int) -> None:
         """Queue a deactivation of individual ``uid`` on island ``home``."""

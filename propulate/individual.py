@@ -229,31 +229,7 @@ class Individual(Mapping[str, Any]):
 
     def copy(self) -> Individual:
         """Return a copy carrying everything, the loss and the provenance included."""
-        return _restore(*self._fields())
-
-    def _fields(self) -> tuple[Any, ...]:
-        """Everything that makes this individual, in the argument order of :func:`_restore`."""
-        return (
-            self.space,
-            self.position,
-            self.velocity,
-            self.generation,
-            self.rank,
-            self.loss,
-            int(self.status),
-            self._metrics or None,
-            self.active,
-            self.island,
-            self.current,
-            self.migration_steps,
-            self.migration_history,
-            self.evaltime,
-            self.evalperiod,
-            self.uid,
-            self.steps,
-            self.surrogate_data,
-            self.__dict__ or None,
-        )
+        return _restore(self.space, *self.packed())
 
     def packed(self) -> tuple[Any, ...]:
         """Everything but the search space, as plain values (the arrays as raw float64 bytes).
@@ -330,7 +306,7 @@ def _restore(
     surrogate_data: Any,
     extra: dict[str, Any] | None = None,
 ) -> Individual:
-    """Rebuild an individual from :meth:`Individual._fields` (used by ``copy`` and unpickling)."""
+    """Rebuild an individual from its space and :meth:`Individual.packed` (copy, unpickling, messages)."""
     ind = _new()
     ind.space = space
     ind.position = _array(position)
