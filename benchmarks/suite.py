@@ -44,7 +44,7 @@ def find_mpiexec() -> str:
         return str(beside)
     found = shutil.which("mpiexec")
     if found is None:
-        raise SystemExit("suite.py: no mpiexec next to the interpreter or on PATH")
+        raise SystemExit(f"{Path(sys.argv[0]).name}: no mpiexec next to the interpreter or on PATH")
     return found
 
 

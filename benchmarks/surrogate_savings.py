@@ -50,6 +50,9 @@ from typing import Any
 
 from propulate import Individual, Status, load_checkpoint
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from suite import find_mpiexec
+
 REPO = Path(__file__).resolve().parents[1]
 TUTORIAL = REPO / "tutorials" / "surrogate_example.py"
 PASSED_ON = ("margin", "pop_size", "train_batches", "val_batches", "batch_size", "num_islands", "method")
@@ -82,17 +85,6 @@ def parse_arguments() -> argparse.Namespace:
             f"--ranks-per-worker ({args.ranks_per_worker})"
         )
     return args
-
-
-def find_mpiexec() -> str:
-    """Return the ``mpiexec`` next to the running interpreter (the PyPI MPI runtime), else the one on PATH."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("mpiexec")
-    if found is None:
-        sys.exit("surrogate_savings: no mpiexec next to this Python interpreter or on PATH")
-    return found
 
 
 def tutorial_command(args: argparse.Namespace, surrogate: str, checkpoint: Path) -> list[str]:
