@@ -19,7 +19,11 @@ For each number of generations per worker given, rank 0 prints one JSON line:
 - ``messages_per_evaluation`` and ``bytes_per_evaluation``: messages (one per destination) and their
   pickled bytes that all workers sent, divided by the evaluations;
 - ``checkpoint_bytes``: the checkpoint files on disk at the end of the run;
-- ``summary_seconds`` (with ``--summary N``): the time ``summarize(top_n=N)`` takes after the run.
+- ``summary_seconds`` (with ``--summary N``): the time ``summarize(top_n=N)`` takes after the run;
+- ``result_age_ms_mean``, ``_p90`` and ``_max`` (with ``--age``): how old the island peers' results are
+  when a worker takes them in (wall-clock time since their evaluation ended, all workers): how stale a
+  worker's view of its island is. Measured by timing each batch of received individuals as it is stored
+  (under a microsecond per individual).
 
 With ``--floor`` the script measures, in the same invocation and right before each run, the floor of
 ``floor.py`` for the same number of generations (building a small message, pickling it once, ``Isend`` to
@@ -36,6 +40,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import json
 import random
@@ -44,6 +49,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +57,7 @@ import numpy as np
 from mpi4py import MPI
 
 from propulate import Individual, Propulator
+from propulate.population import Population
 from propulate.propagators import Conditional, Propagator
 from propulate.utils import get_default_propagator
 
@@ -130,7 +137,8 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     before = resident_bytes()
     start = time.perf_counter()
     cpu = time.process_time()
-    propulator.propulate(debug=-1)
+    with arrival_ages() if args.age else contextlib.nullcontext([]) as ages:
+        propulator.propulate(debug=-1)
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu
     gc.collect()
@@ -145,6 +153,7 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
         "messages": sum(mailbox.messages_sent for mailbox in mailboxes),
         "bytes": sum(mailbox.bytes_sent for mailbox in mailboxes),
     }
+    figures["ages"] = ages
     if args.summary:
         start = time.perf_counter()
         propulator.summarize(top_n=args.summary, debug=0)
@@ -155,6 +164,30 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
         shutil.rmtree(directory)
     island_comm.Free()
     return figures
+
+
+@contextlib.contextmanager
+def arrival_ages() -> Iterator[list[float]]:
+    """Within the block, record the age in seconds of every individual a population takes in by ``extend``.
+
+    Peers' results enter a worker's population through ``Population.extend`` (its own through ``add``);
+    the age is the time since the evaluation ended (``evaltime``, the evaluating worker's clock: one
+    machine here).
+    """
+    ages: list[float] = []
+    store = Population.extend
+
+    def timed_extend(population: Population, individuals: Iterable[Individual]) -> None:
+        individuals = list(individuals)
+        now = time.time()
+        ages.extend(now - ind.evaltime for ind in individuals)
+        store(population, individuals)
+
+    Population.extend = timed_extend  # type: ignore[method-assign]
+    try:
+        yield ages
+    finally:
+        Population.extend = store  # type: ignore[method-assign]
 
 
 def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str, Any] | None:
@@ -188,6 +221,12 @@ def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[
     }
     if args.summary:
         line["summary_seconds"] = max(f["summary_seconds"] for f in gathered)
+    if args.age:
+        ages = np.concatenate([np.asarray(f["ages"]) for f in gathered]) * 1e3
+        if ages.size:
+            line["result_age_ms_mean"] = float(ages.mean())
+            line["result_age_ms_p90"] = float(np.percentile(ages, 90))
+            line["result_age_ms_max"] = float(ages.max())
     if args.sleep > 0:
         line["throughput_vs_ideal"] = line["evaluations_per_second"] * args.sleep / comm.size
     return line
@@ -212,6 +251,7 @@ def main() -> None:
     parser.add_argument(
         "--summary", type=int, default=0, help="time summarize(top_n=SUMMARY) after each run (default: no)"
     )
+    parser.add_argument("--age", action="store_true", help="measure how old peers' results are on arrival")
     args = parser.parse_args()
     if any(g < 1 for g in args.generations) or args.islands < 1 or args.dims < 1 or args.sleep < 0:
         parser.error("--generations, --islands and --dims must be positive, --sleep non-negative")

@@ -14,6 +14,9 @@ figure measured and whether it holds:
    generation run: 80,000 individuals per rank); and, alongside, ``summarize`` over 100,000 individuals
    (4 ranks x 25,000 generations) in under a second.
 
+It also prints how old the island peers' results are when a worker takes them in, in the 8-rank runs
+(``--age`` of ``overhead.py``): how stale a worker's view of its island is when it breeds.
+
 ``--scaling`` adds the runs behind the scaling analysis of ``docs/scaling.rst``: 2, 4, 8, 16 and 32 ranks,
 one island of all ranks and islands of 4 ranks, each with its floor. Usage::
 
@@ -129,7 +132,7 @@ def main() -> None:
     targets = overhead(4, "--floor", "--generations", "500", "5000", "20000", "--ratio")
     # 500 generations are a 5 s run, in which the start and the wait for the slowest worker's last
     # evaluation weigh about 1 %; 2,000 generations show the steady state.
-    sleeping = overhead(8, "--sleep", "0.01", "--generations", "500", "2000")
+    sleeping = overhead(8, "--sleep", "0.01", "--generations", "500", "2000", "--age")
     summary = overhead(4, "--generations", "25000", "--summary", "3")
     scaling: list[dict[str, Any]] = []
     if args.scaling:
@@ -180,6 +183,12 @@ def main() -> None:
     print("\n| target | measured | holds |\n| --- | --- | --- |")
     for name, measured, holds in checks:
         print(f"| {name} | {measured} | {'yes' if holds else 'NO'} |")
+    steady = find(sleeping, "overhead", generations=2000)
+    print(
+        "\nAge of peers' results when a worker takes them in (8 ranks, 10 ms loss, 2,000 generations): "
+        f"mean {steady['result_age_ms_mean']:.1f} ms, 90th percentile {steady['result_age_ms_p90']:.1f} ms, "
+        f"max {steady['result_age_ms_max']:.1f} ms."
+    )
 
 
 if __name__ == "__main__":
