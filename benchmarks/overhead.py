@@ -137,14 +137,14 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     before = resident_bytes()
     start = time.perf_counter()
     cpu = time.process_time()
-    with arrival_ages() if args.age else contextlib.nullcontext([]) as ages:
+    with arrival_ages(args.age) as ages:
         propulator.propulate(debug=-1)
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu
     gc.collect()
     stored = len(propulator.population)
     mailboxes = (propulator._island_mail, propulator._world_mail)
-    figures = {
+    figures: dict[str, Any] = {
         "wall": wall,
         "cpu": cpu,
         "stored": stored,
@@ -152,8 +152,8 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "messages": sum(mailbox.messages_sent for mailbox in mailboxes),
         "bytes": sum(mailbox.bytes_sent for mailbox in mailboxes),
+        "ages": ages,
     }
-    figures["ages"] = ages
     if args.summary:
         start = time.perf_counter()
         propulator.summarize(top_n=args.summary, debug=0)
@@ -167,14 +167,19 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
 
 
 @contextlib.contextmanager
-def arrival_ages() -> Iterator[list[float]]:
+def arrival_ages(enabled: bool = True) -> Iterator[list[float]]:
     """Within the block, record the age in seconds of every individual a population takes in by ``extend``.
+
+    With ``enabled`` false, record nothing (and change nothing).
 
     Peers' results enter a worker's population through ``Population.extend`` (its own through ``add``);
     the age is the time since the evaluation ended (``evaltime``, the evaluating worker's clock: one
     machine here).
     """
     ages: list[float] = []
+    if not enabled:
+        yield ages
+        return
     store = Population.extend
 
     def timed_extend(population: Population, individuals: Iterable[Individual]) -> None:
@@ -183,7 +188,7 @@ def arrival_ages() -> Iterator[list[float]]:
         ages.extend(now - ind.evaltime for ind in individuals)
         store(population, individuals)
 
-    Population.extend = timed_extend  # type: ignore[method-assign]
+    Population.extend = timed_extend  # type: ignore[method-assign,assignment]
     try:
         yield ages
     finally:
