@@ -18,6 +18,7 @@ import math
 import numbers
 import pickle
 import socket
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -376,9 +377,25 @@ class Evaluator:
                     f"and the worker's other ranks did not finish within {self.failure_timeout:.0f} s (stuck "
                     "in a collective operation with this rank?); aborting the job instead of hanging."
                 )
-                MPI.COMM_WORLD.Abort(1)
+                _abort_job()
             backoff.wait()
         return int(seen[0])
+
+
+def _abort_job(pause: float = 1.0) -> None:
+    """Take the whole job down with ``MPI_Abort``, once what this rank logged can reach the job's output.
+
+    Launchers (Hydra's proxies, ``srun``) forward a rank's output asynchronously, and the abort kills the
+    forwarding processes too: output still in a pipe is lost, and with it the reason for the abort (seen
+    once in tests on a loaded machine, with an empty job output). So the log handlers and standard streams
+    are flushed first and the launcher gets ``pause`` seconds to forward them.
+    """
+    for handler in [*logging.getLogger().handlers, *log.handlers]:
+        handler.flush()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    time.sleep(pause)
+    MPI.COMM_WORLD.Abort(1)
 
 
 class _Run:
