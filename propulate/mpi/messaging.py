@@ -186,7 +186,7 @@ class Mailbox:
         receiver's acknowledgement of one of this mailbox's synchronous sends. Stopping at the first probe
         that finds nothing leaves the rest queued for the next call, and a rank that takes in fewer packets
         per generation than arrive falls behind: at 8 ranks with a 10 ms loss, results reached the peers
-        35 ms after their evaluation on average (5 to 6 ms now), and every send window stayed full of
+        about 38 ms after their evaluation on average (5 to 6 ms now), and every send window stayed full of
         acknowledged but unprocessed sends. So after a probe that finds nothing the mailbox tests its
         sends in flight (one more poll, which also shows whether the probe's poll took in an
         acknowledgement), and it stops only after :data:`IDLE_POLLS` such rounds in a row took in nothing
