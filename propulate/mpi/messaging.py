@@ -16,6 +16,7 @@ algorithm, RFC 896). The receiver sees the same objects in the same order either
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import time
@@ -36,6 +37,12 @@ _yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
 #: can take in a packet for another tag or communicator, so one is not enough; each further poll costs
 #: well under a microsecond when nothing is queued.
 IDLE_POLLS = 2
+
+#: Seconds between two tests of the sends in flight when nothing suggests that one completed. A receive
+#: tests them anyway when a probe finds nothing, and notes any completion; a full window or a waiting
+#: outbox then re-tests at once if one was noted, else at most this often (at 4 ranks with a zero-cost
+#: loss, every generation used to test them two or three times, each a call into MPI over all of them).
+RETEST_INTERVAL = 1e-3
 
 
 class Tag(IntEnum):
@@ -94,9 +101,11 @@ class Mailbox:
     A message to several ranks is pickled once; its buffer is shared by the sends to each of them and kept
     until they complete. While ``window`` messages to a rank are unmatched, further messages to it wait in
     its outbox and go out together, as one batch, once fewer are in flight or the oldest has waited
-    ``max_delay`` seconds. Sends are tested for completion all at once, in one call into MPI, and only when
-    a destination reaches the window or an outbox waits. All of this costs O(1) per destination of a
-    message, plus O(window x destinations) per such test, however many messages a run sends.
+    ``max_delay`` seconds. Sends are tested for completion all at once, in one call into MPI, when a receive
+    finds nothing more, and when a destination reaches the window or an outbox waits (then at most every
+    :data:`RETEST_INTERVAL` seconds unless a receive saw a completion). All of this costs O(1) per
+    destination of a message, plus O(window x destinations) per such test, however many messages a run
+    sends.
 
     Parameters
     ----------
@@ -118,6 +127,7 @@ class Mailbox:
         self._requests: list[MPI.Request] = []
         # Whether a test in receive() completed sends whose buffers are not yet released.
         self._completed = False
+        self._tested = -math.inf  # when _release() last tested the sends (time.monotonic())
         # Per (destination, tag): pickled messages waiting, and when the oldest of them started waiting.
         self._outbox: dict[tuple[int, int], tuple[float, list[bytes]]] = {}
         self._status = MPI.Status()
@@ -130,7 +140,7 @@ class Mailbox:
         if not dests:
             return
         frame = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        if self._crowded(dests):
+        if self._crowded(dests) and (self._completed or time.monotonic() - self._tested >= RETEST_INTERVAL):
             self._release()
         for dest in dests:
             key = (dest, int(tag))
@@ -164,9 +174,10 @@ class Mailbox:
 
         One call into MPI for all destinations: each test of an incomplete request runs MPI's progress
         engine (several microseconds with many ranks), so testing them one by one would cost that many
-        times over. Called only when a destination reaches the window (or the outboxes wait, or the run
-        ends), so sends spread over time cost no test at all until then.
+        times over. Called when a destination reaches the window or the outboxes wait (see
+        :data:`RETEST_INTERVAL`), and at the end of the run.
         """
+        self._tested = time.monotonic()
         requests = self._requests
         completed = self._completed
         # One test takes in at most one acknowledgement (see receive()): test again while it finds any.
@@ -221,8 +232,9 @@ class Mailbox:
         """
         if not self._outbox:
             return
-        self._release()
         now = time.monotonic()
+        if flush or self._completed or now - self._tested >= RETEST_INTERVAL:
+            self._release()
         for key, (since, frames) in list(self._outbox.items()):
             dest, tag = key
             if flush or now - since >= self.max_delay or self._unmatched(dest) < self.window:
