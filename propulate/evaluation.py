@@ -390,10 +390,11 @@ def _abort_job(pause: float = 1.0) -> None:
     once in tests on a loaded machine, with an empty job output). So the log handlers and standard streams
     are flushed first and the launcher gets ``pause`` seconds to forward them.
     """
-    for handler in [*logging.getLogger().handlers, *log.handlers]:
-        handler.flush()
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in [*logging.getLogger().handlers, *log.handlers, sys.stdout, sys.stderr]:
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken stream must not keep the job from going down
+            pass
     time.sleep(pause)
     MPI.COMM_WORLD.Abort(1)
 
