@@ -140,7 +140,7 @@ class Mailbox:
         if not dests:
             return
         frame = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        if self._crowded(dests) and (self._completed or time.monotonic() - self._tested >= RETEST_INTERVAL):
+        if self._crowded(dests) and self._test_due(time.monotonic()):
             self._release()
         for dest in dests:
             key = (dest, int(tag))
@@ -168,6 +168,10 @@ class Mailbox:
     def _crowded(self, dests: Iterable[int]) -> bool:
         """Whether one of ``dests`` has ``window`` sends that may not be matched yet."""
         return any(self._unmatched(dest) >= self.window for dest in dests)
+
+    def _test_due(self, now: float) -> bool:
+        """Whether a full window or waiting outbox should test the sends now (see :data:`RETEST_INTERVAL`)."""
+        return self._completed or now - self._tested >= RETEST_INTERVAL
 
     def _release(self) -> None:
         """Test every send in flight at once and release the buffers of the completed ones.
@@ -233,7 +237,7 @@ class Mailbox:
         if not self._outbox:
             return
         now = time.monotonic()
-        if flush or self._completed or now - self._tested >= RETEST_INTERVAL:
+        if flush or self._test_due(now):
             self._release()
         for key, (since, frames) in list(self._outbox.items()):
             dest, tag = key
