@@ -24,6 +24,11 @@ evaluations alone, without waiting for what is still on its way, and ``received_
 the messages that had arrived by then. With more ranks than cores, ranks run by turns, and messages sent
 to a rank that is not running wait in the sender's queue; then the loop alone runs far ahead of the
 messages, and only the first figure says what sharing the results costs.
+
+With ``--sleep S`` the stand-in for the loss sleeps ``S`` seconds before each message, and the line adds
+``throughput_vs_ideal``: evaluations per second of all ranks over ``ranks / S``, the most a loop with this
+message pattern reaches with that loss (what ``overhead.py --sleep S`` is compared with). ``--synchronous``
+sends with ``Issend``, as propulate's mailbox does, to show what waiting for the receivers' matches costs.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ TAG = 7
 _yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
-def floor_loop(comm: MPI.Comm, generations: int, dims: int) -> dict[str, Any]:
+def floor_loop(
+    comm: MPI.Comm, generations: int, dims: int, sleep: float = 0.0, synchronous: bool = False
+) -> dict[str, Any]:
     """Run the floor loop on every rank of ``comm`` (collective); return this rank's figures.
 
     Parameters
@@ -56,6 +63,11 @@ def floor_loop(comm: MPI.Comm, generations: int, dims: int) -> dict[str, Any]:
         Messages each rank builds and sends to every other rank.
     dims : int >= 1
         Slots of the position carried by each message.
+    sleep : float >= 0
+        Seconds the stand-in for the loss function sleeps before each message is built (0: none).
+    synchronous : bool
+        Send with ``Issend``, as propulate's mailbox does (a send completes once the receiver matched it),
+        instead of ``Isend``.
 
     Returns
     -------
@@ -70,6 +82,7 @@ def floor_loop(comm: MPI.Comm, generations: int, dims: int) -> dict[str, Any]:
     pending: deque[tuple[MPI.Request, bytes]] = deque()
     status = MPI.Status()
     position = np.zeros(dims)
+    start_send = comm.Issend if synchronous else comm.Isend
     size = 0
     received = 0
 
@@ -87,12 +100,14 @@ def floor_loop(comm: MPI.Comm, generations: int, dims: int) -> dict[str, Any]:
     comm.Barrier()
     start = time.perf_counter()
     for generation in range(generations):
+        if sleep > 0:
+            time.sleep(sleep)  # the loss function
         # The stand-in for one evaluated individual: its embedding, its loss and its provenance.
         message = (position + generation, float(generation), generation, comm.rank, 0, 1)
         buffer = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         size = len(buffer)
         for dest in peers:
-            pending.append((comm.Isend([buffer, MPI.BYTE], dest=dest, tag=TAG), buffer))
+            pending.append((start_send([buffer, MPI.BYTE], dest=dest, tag=TAG), buffer))
         take_in()
     loop_seconds = time.perf_counter() - start
     received_in_loop = received
@@ -114,26 +129,34 @@ def floor_loop(comm: MPI.Comm, generations: int, dims: int) -> dict[str, Any]:
     }
 
 
-def measure_floor(comm: MPI.Comm, generations: int, dims: int = 10) -> dict[str, Any] | None:
+def measure_floor(
+    comm: MPI.Comm, generations: int, dims: int = 10, sleep: float = 0.0, synchronous: bool = False
+) -> dict[str, Any] | None:
     """Run :func:`floor_loop` (collective); rank 0 returns the JSON-ready figures, the others ``None``."""
-    figures = comm.gather(floor_loop(comm, generations, dims))
+    figures = comm.gather(floor_loop(comm, generations, dims, sleep, synchronous))
     if comm.rank != 0:
         return None
     assert figures is not None
     seconds = max(f["seconds"] for f in figures)
     loop_seconds = max(f["loop_seconds"] for f in figures)
     expected = comm.size * (comm.size - 1) * generations
-    return {
+    line = {
         "benchmark": "floor",
         "ranks": comm.size,
         "generations": generations,
         "dims": dims,
+        "sleep_s": sleep,
+        "synchronous": synchronous,
         "floor_us_per_evaluation_per_worker": 1e6 * seconds / generations,
         "loop_us_per_evaluation_per_worker": 1e6 * loop_seconds / generations,
         "received_in_loop": sum(f["received_in_loop"] for f in figures) / max(expected, 1),
         "messages_per_evaluation": comm.size - 1,
         "bytes_per_message": figures[0]["bytes_per_message"],
     }
+    if sleep > 0:
+        # Evaluations per second of all ranks (ranks x generations / seconds) over the ideal, ranks / sleep.
+        line["throughput_vs_ideal"] = generations * sleep / seconds
+    return line
 
 
 def main() -> None:
@@ -141,13 +164,15 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=5000, help="messages per rank (default 5000)")
     parser.add_argument("--dims", type=int, default=10, help="slots of the position (default 10)")
     parser.add_argument("--repeat", type=int, default=1, help="measure this many times (default 1)")
+    parser.add_argument("--sleep", type=float, default=0.0, help="seconds the loss sleeps (default 0)")
+    parser.add_argument("--synchronous", action="store_true", help="Issend, as propulate's mailbox")
     args = parser.parse_args()
-    if args.generations < 1 or args.dims < 1 or args.repeat < 1:
-        parser.error("--generations, --dims and --repeat must be positive")
+    if args.generations < 1 or args.dims < 1 or args.repeat < 1 or args.sleep < 0:
+        parser.error("--generations, --dims and --repeat must be positive, --sleep non-negative")
     comm = MPI.COMM_WORLD
     floor_loop(comm, 100, args.dims)  # warm-up: connections, first allocations
     for _ in range(args.repeat):
-        line = measure_floor(comm, args.generations, args.dims)
+        line = measure_floor(comm, args.generations, args.dims, args.sleep, args.synchronous)
         if line is not None:
             print(json.dumps(line), flush=True)
 

@@ -28,13 +28,15 @@ For each number of generations per worker given, rank 0 prints one JSON line:
 With ``--floor`` the script measures, in the same invocation and right before each run, the floor of
 ``floor.py`` for the same number of generations (building a small message, pickling it once, ``Isend`` to
 every other rank, taking in what arrived, until every message has arrived), prints its line, and adds
-``floor_us_per_evaluation_per_worker`` and ``times_floor`` (the overhead over the floor) to the run's line.
+``floor_us_per_evaluation_per_worker`` and ``times_floor`` (the overhead over the floor) to the run's line;
+with ``--sleep`` the floor's loop sleeps as long as the loss, and the line gets the floor's
+``floor_throughput_vs_ideal`` instead of ``times_floor``.
 ``--ratio`` prints, per propagator, a line with the per-evaluation overhead of the largest run over the
 smallest.
 Usage::
 
     mpiexec -n 4 python benchmarks/overhead.py --floor --generations 500 5000 20000 --ratio
-    mpiexec -n 8 python benchmarks/overhead.py --sleep 0.01 --generations 200
+    mpiexec -n 8 python benchmarks/overhead.py --floor --sleep 0.01 --generations 200
 """
 
 from __future__ import annotations
@@ -264,22 +266,26 @@ def main() -> None:
     for propagator in args.propagator:
         config = argparse.Namespace(**{**vars(args), "propagator": propagator})
         if args.floor:
-            measure_floor(comm, 100, args.dims)  # warm-up
+            measure_floor(comm, 100, args.dims)  # warm-up (without the sleep)
         run(comm, 20, config)  # warm-up: imports, first messages, first checkpoint file
         lines = []
         for generations in args.generations:
             # The floor right before the run it is compared with: the same load on the machine.
-            floor = measure_floor(comm, generations, args.dims) if args.floor else None
+            floor = measure_floor(comm, generations, args.dims, args.sleep) if args.floor else None
             line = measure(comm, generations, config)
             if line is None:
                 continue
             if floor is not None:
                 print(json.dumps(floor), flush=True)
                 line["floor_us_per_evaluation_per_worker"] = floor["floor_us_per_evaluation_per_worker"]
-                line["times_floor"] = (
-                    line["overhead_us_per_evaluation_per_worker"]
-                    / floor["floor_us_per_evaluation_per_worker"]
-                )
+                if args.sleep > 0:
+                    # The floor's loop sleeps as long as the loss: compare throughputs instead.
+                    line["floor_throughput_vs_ideal"] = floor["throughput_vs_ideal"]
+                else:
+                    line["times_floor"] = (
+                        line["overhead_us_per_evaluation_per_worker"]
+                        / floor["floor_us_per_evaluation_per_worker"]
+                    )
             print(json.dumps(line), flush=True)
             lines.append(line)
         if args.ratio and len(lines) > 1:

@@ -9,7 +9,7 @@ figure measured and whether it holds:
    evaluation per worker at most 3x the floor measured in the same invocation (``--floor``);
 2. 4 ranks: the overhead per evaluation at 20,000 generations at most 1.5x that at 500 generations;
 3. 8 ranks, a loss that sleeps 10 ms: at least 95 % of the ideal throughput (8 / 10 ms), in a run of 500
-   and one of 2,000 generations per worker;
+   and one of 2,000 generations per worker (next to what the floor's loop reaches with the same sleep);
 4. resident memory growth per stored individual (10 float parameters) at most 2 KB (from the 20,000
    generation run: 80,000 individuals per rank); and, alongside, ``summarize`` over 100,000 individuals
    (4 ranks x 25,000 generations) in under a second.
@@ -84,14 +84,18 @@ def find(lines: list[dict[str, Any]], benchmark: str, **match: Any) -> dict[str,
 
 
 def row(line: dict[str, Any], floor: dict[str, Any] | None) -> str:
-    """One Markdown table row of an overhead line (and the floor measured right before it)."""
+    """One Markdown table row of an overhead line (and the floor measured right before it).
+
+    With a sleeping loss, the floor's figures are given less the sleep, as propulate's overhead is.
+    """
+    slept = 1e6 * line["sleep_s"]
     cells = [
         str(line["ranks"]),
         str(line["islands"]),
         f"{line['generations']:,}",
         f"{line['sleep_s'] * 1e3:g}",
-        f"{floor['floor_us_per_evaluation_per_worker']:.0f}" if floor else "",
-        f"{floor['loop_us_per_evaluation_per_worker']:.0f}" if floor else "",
+        f"{floor['floor_us_per_evaluation_per_worker'] - slept:.0f}" if floor else "",
+        f"{floor['loop_us_per_evaluation_per_worker'] - slept:.0f}" if floor else "",
         f"{line['overhead_us_per_evaluation_per_worker']:.0f}",
         f"{line['times_floor']:.2f}" if "times_floor" in line else "",
         f"{line['evaluations_per_second']:,.0f}",
@@ -132,7 +136,7 @@ def main() -> None:
     targets = overhead(4, "--floor", "--generations", "500", "5000", "20000", "--ratio")
     # 500 generations are a 5 s run, in which the start and the wait for the slowest worker's last
     # evaluation weigh about 1 %; 2,000 generations show the steady state.
-    sleeping = overhead(8, "--sleep", "0.01", "--generations", "500", "2000", "--age")
+    sleeping = overhead(8, "--floor", "--sleep", "0.01", "--generations", "500", "2000", "--age")
     summary = overhead(4, "--generations", "25000", "--summary", "3")
     scaling: list[dict[str, Any]] = []
     if args.scaling:
@@ -149,7 +153,11 @@ def main() -> None:
 
     at_5000 = find(targets, "overhead", generations=5000)
     ratio = find(targets, "overhead-ratio")["ratio_largest_to_smallest"]
-    throughputs = {g: find(sleeping, "overhead", generations=g)["throughput_vs_ideal"] for g in (500, 2000)}
+    throughputs = {
+        g: (line["throughput_vs_ideal"], line["floor_throughput_vs_ideal"])
+        for g in (500, 2000)
+        for line in [find(sleeping, "overhead", generations=g)]
+    }
     floor_loop = find(targets, "floor", generations=5000)["loop_us_per_evaluation_per_worker"]
     times_loop = at_5000["overhead_us_per_evaluation_per_worker"] / floor_loop
     growth = find(targets, "overhead", generations=20000)["rss_growth_bytes_per_individual"]
@@ -171,10 +179,10 @@ def main() -> None:
     checks += [
         (
             f"8 ranks, 10 ms loss, {g:,} generations: throughput >= 95 % of ideal",
-            f"{100 * throughput:.1f} %",
+            f"{100 * throughput:.1f} % (the floor's loop: {100 * floor:.1f} %)",
             throughput >= 0.95,
         )
-        for g, throughput in throughputs.items()
+        for g, (throughput, floor) in throughputs.items()
     ]
     checks += [
         ("RSS growth per stored individual <= 2 KB", f"{growth:,.0f} B", growth <= 2048),
