@@ -3,14 +3,15 @@
 Every rank plays a worker whose loss costs nothing. Each "evaluation" builds a small message shaped like
 an evaluated individual (a float64 position of ``--dims`` slots, a loss, a few ints), pickles it once,
 starts a non-blocking send (``Isend``) of it to every other rank, keeping the buffer until the send
-completes, and takes in whatever has arrived (``Iprobe``/``Recv`` until nothing more is waiting), counting
-it. No breeding, no bookkeeping, no checkpoint, no logging. After its last evaluation a rank goes on taking
-in messages the same way until it has counted all of them (it knows how many: ``generations`` from every
-other rank) and its own sends have completed: only then has every result reached every rank, as at the end
-of a propulate run. While it waits, a rank that found nothing new yields the processor, as propulate's own
-end-of-run drain does: with more ranks than cores, the messages still on their way sit in the queues of
-ranks that are not running, and a waiting rank that kept polling would take the processor from them (at 4
-ranks on 2 cores that stretched the floor from about 65 to about 250 µs per evaluation).
+completes, and takes in whatever has arrived (``Iprobe``/``Recv`` and tests of its sends until a round
+finds nothing new), counting it. No breeding, no bookkeeping, no checkpoint, no logging. After its last
+evaluation a rank goes on taking in messages the same way until it has counted all of them (it knows how
+many: ``generations`` from every other rank) and its own sends have completed: only then has every result
+reached every rank, as at the end of a propulate run. While it waits, a rank that found nothing new
+yields the processor, as propulate's own end-of-run drain does: with more ranks than cores, the messages
+still on their way sit in the queues of ranks that are not running, and a waiting rank that kept polling
+would take the processor from them (at 4 ranks on 2 cores that stretched the floor from about 65 to about
+250 µs per evaluation).
 
 Usage::
 
@@ -87,15 +88,25 @@ def floor_loop(
     received = 0
 
     def take_in() -> None:
-        """Receive and unpickle whatever has arrived; release the buffers of completed sends."""
+        """Receive and unpickle whatever has arrived; release the buffers of completed sends.
+
+        Rounds of probes and tests go on until one takes in nothing and completes nothing: MPICH's
+        shared-memory transport takes in one packet per call into its progress engine, so stopping at the
+        first probe that finds nothing would leave messages queued (as propulate's mailbox learned).
+        """
         nonlocal received
-        while comm.Iprobe(source=MPI.ANY_SOURCE, tag=TAG, status=status):
-            incoming = bytearray(status.Get_count(MPI.BYTE))
-            comm.Recv([incoming, MPI.BYTE], source=status.Get_source(), tag=TAG)
-            pickle.loads(incoming)
-            received += 1
-        while pending and pending[0][0].Test():
-            pending.popleft()
+        busy = True
+        while busy:
+            busy = False
+            while comm.Iprobe(source=MPI.ANY_SOURCE, tag=TAG, status=status):
+                incoming = bytearray(status.Get_count(MPI.BYTE))
+                comm.Recv([incoming, MPI.BYTE], source=status.Get_source(), tag=TAG)
+                pickle.loads(incoming)
+                received += 1
+                busy = True
+            while pending and pending[0][0].Test():
+                pending.popleft()
+                busy = True
 
     comm.Barrier()
     start = time.perf_counter()

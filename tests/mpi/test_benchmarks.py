@@ -1,0 +1,59 @@
+"""The benchmark scripts run under mpiexec and report what they promise (tiny sizes: not a measurement)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.mpi
+
+BENCHMARKS = REPO / "benchmarks"
+
+
+def json_lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.parametrize("ranks", [2, 4])
+@pytest.mark.parametrize("options", [[], ["--sleep", "0.001"], ["--sleep", "0.001", "--synchronous"]])
+def test_floor_takes_in_every_message(mpirun, ranks, options):
+    out = mpirun(BENCHMARKS / "floor.py", ranks, "--generations", "40", *options, timeout=120).stdout
+    (line,) = json_lines(out)
+    assert line["ranks"] == ranks and line["generations"] == 40
+    assert line["synchronous"] == ("--synchronous" in options)
+    assert 0 <= line["received_in_loop"] <= 1
+    assert line["floor_us_per_evaluation_per_worker"] >= line["loop_us_per_evaluation_per_worker"] > 0
+    if "--sleep" in options:
+        # The loop sleeps 1 ms per generation, so it cannot beat the ideal.
+        assert line["floor_us_per_evaluation_per_worker"] >= 1000
+        assert 0 < line["throughput_vs_ideal"] <= 1
+    else:
+        assert "throughput_vs_ideal" not in line
+
+
+def test_overhead_with_a_sleeping_floor(mpirun):
+    args = ["--floor", "--sleep", "0.001", "--generations", "30", "--age"]
+    out = mpirun(BENCHMARKS / "overhead.py", 4, *args, timeout=180).stdout
+    floor, line = json_lines(out)
+    assert floor["benchmark"] == "floor" and floor["sleep_s"] == 0.001
+    assert line["benchmark"] == "overhead" and line["evaluations"] == 4 * 30
+    assert line["floor_throughput_vs_ideal"] == floor["throughput_vs_ideal"]
+    assert "times_floor" not in line
+    assert 0 < line["throughput_vs_ideal"] <= 1
+    assert line["messages_per_evaluation"] > 0 and line["result_age_ms_max"] >= 0
+
+
+def test_overhead_against_the_floor(mpirun):
+    out = mpirun(BENCHMARKS / "overhead.py", 2, "--floor", "--generations", "30", "60", "--ratio").stdout
+    lines = json_lines(out)
+    kinds = [line["benchmark"] for line in lines]
+    assert kinds == ["floor", "overhead", "floor", "overhead", "overhead-ratio"]
+    for floor, line in [(lines[0], lines[1]), (lines[2], lines[3])]:
+        assert line["generations"] == floor["generations"]
+        assert line["times_floor"] == pytest.approx(
+            line["overhead_us_per_evaluation_per_worker"] / floor["floor_us_per_evaluation_per_worker"]
+        )
+    assert lines[4]["generations"] == [30, 60]
