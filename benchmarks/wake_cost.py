@@ -6,8 +6,9 @@ sorting a list of 50 small dicts, ``--work`` times) right after ``time.sleep(s)`
 ``--sleeps``, ``--repeats`` times each, and prints one JSON line per sleep: the processor time of the work
 (``thread_time``, µs, mean and median) and its excess over the mean after the shortest sleep given (no
 sleep by default). On the 2-core virtual machine of ``README.md`` the excess after 10 ms is 60 to 100 µs
-whatever the amount of work: a fixed price per wake-up that every evaluation of the 8-rank, 10 ms
-benchmark pays in the loop between two evaluations. Usage::
+however often the work is repeated: the price is paid on the first touch of its code and data after the
+sleep. Every evaluation of the 8-rank, 10 ms benchmark pays it, in the loop between two evaluations, on
+everything that loop touches. Usage::
 
     python benchmarks/wake_cost.py
     python benchmarks/wake_cost.py --sleeps 0 0.001 0.01 0.1 --work 1 10
