@@ -20,7 +20,7 @@ It also prints how old the island peers' results are when a worker takes them in
 ``--scaling`` adds the runs behind the scaling analysis of ``docs/scaling.rst``: 2, 4, 8, 16 and 32 ranks,
 one island of all ranks and islands of 4 ranks, each with its floor. Usage::
 
-    python benchmarks/suite.py              # the targets, about 2 minutes on 2 cores
+    python benchmarks/suite.py              # the targets, about 4 minutes on 2 cores
     python benchmarks/suite.py --scaling    # and the scaling runs, about 10 more minutes
 """
 
