@@ -30,13 +30,16 @@ With ``--floor`` the script measures, in the same invocation and right before ea
 every other rank, taking in what arrived, until every message has arrived), prints its line, and adds
 ``floor_us_per_evaluation_per_worker`` and ``times_floor`` (the overhead over the floor) to the run's line;
 with ``--sleep`` the floor's loop sleeps as long as the loss, and the line gets the floor's
-``floor_throughput_vs_ideal`` instead of ``times_floor``.
+``floor_throughput_vs_ideal`` instead of ``times_floor``. ``--synchronous-floor`` also measures, right after
+it, the floor with synchronous sends (``Issend``, the mailbox's mode), prints its line and adds
+``synchronous_floor_us_per_evaluation_per_worker`` (and, with ``--sleep``,
+``synchronous_floor_throughput_vs_ideal``).
 ``--ratio`` prints, per propagator, a line with the per-evaluation overhead of the largest run over the
 smallest.
 Usage::
 
     mpiexec -n 4 python benchmarks/overhead.py --floor --generations 500 5000 20000 --ratio
-    mpiexec -n 8 python benchmarks/overhead.py --floor --sleep 0.01 --generations 200
+    mpiexec -n 8 python benchmarks/overhead.py --floor --synchronous-floor --sleep 0.01 --generations 200
 """
 
 from __future__ import annotations
@@ -145,15 +148,15 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     cpu = time.process_time() - cpu
     gc.collect()
     stored = len(propulator.population)
-    mailboxes = (propulator._island_mail, propulator._world_mail)
+    mailbox = propulator._mail
     figures: dict[str, Any] = {
         "wall": wall,
         "cpu": cpu,
         "stored": stored,
         "rss_growth": resident_bytes() - before,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        "messages": sum(mailbox.messages_sent for mailbox in mailboxes),
-        "bytes": sum(mailbox.bytes_sent for mailbox in mailboxes),
+        "messages": mailbox.messages_sent,
+        "bytes": mailbox.bytes_sent,
         "ages": ages,
     }
     if args.summary:
@@ -254,6 +257,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="rank r uses seed + r")
     parser.add_argument("--directory", default=None, help="parent of the temporary checkpoint directories")
     parser.add_argument("--floor", action="store_true", help="measure the floor before each run")
+    parser.add_argument(
+        "--synchronous-floor", action="store_true", help="with --floor: also the floor with Issend"
+    )
     parser.add_argument("--ratio", action="store_true", help="print the largest run over the smallest")
     parser.add_argument(
         "--summary", type=int, default=0, help="time summarize(top_n=SUMMARY) after each run (default: no)"
@@ -272,9 +278,19 @@ def main() -> None:
         for generations in args.generations:
             # The floor right before the run it is compared with: the same load on the machine.
             floor = measure_floor(comm, generations, args.dims, args.sleep) if args.floor else None
+            synchronous = None
+            if args.floor and args.synchronous_floor:
+                synchronous = measure_floor(comm, generations, args.dims, args.sleep, synchronous=True)
             line = measure(comm, generations, config)
             if line is None:
                 continue
+            if synchronous is not None:
+                print(json.dumps(synchronous), flush=True)
+                line["synchronous_floor_us_per_evaluation_per_worker"] = synchronous[
+                    "floor_us_per_evaluation_per_worker"
+                ]
+                if args.sleep > 0:
+                    line["synchronous_floor_throughput_vs_ideal"] = synchronous["throughput_vs_ideal"]
             if floor is not None:
                 print(json.dumps(floor), flush=True)
                 line["floor_us_per_evaluation_per_worker"] = floor["floor_us_per_evaluation_per_worker"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections.abc import Callable, Iterable, Iterator
 
 from .individual import Individual, Status, loss_order
@@ -21,10 +22,6 @@ __all__ = ["Population"]
 
 # Individuals without a usable loss: kept and counted, never bred from, selected or summarized.
 _UNUSABLE = (Status.FAILED, Status.INTERRUPTED)
-
-
-def _breedable(ind: Individual) -> bool:
-    return ind.active and ind.status not in _UNUSABLE
 
 
 class Population:
@@ -68,24 +65,29 @@ class Population:
 
     def add(self, ind: Individual) -> None:
         """Store an evaluated individual; its ``uid`` must be new to this population."""
-        assert ind.uid >= 0 and ind.uid not in self._members, f"uid {ind.uid} is not new"
-        if ind.uid in self._pending_deactivation:
-            self._pending_deactivation.discard(ind.uid)
+        # Called for every evaluation of the island on every worker: kept to plain statements.
+        uid = ind.uid
+        assert uid >= 0 and uid not in self._members, f"uid {uid} is not new"
+        if self._pending_deactivation and uid in self._pending_deactivation:
+            self._pending_deactivation.discard(uid)
             ind.active = False
-        self._members[ind.uid] = ind
-        if _breedable(ind):
-            self._active[ind.uid] = ind
-            loss = loss_order(ind)
-            entry = (loss, ind.uid, ind)
-            heapq.heappush(self._heap, entry)
-            top = self._top
-            if top is not None and self._top_k > 0 and (len(top) < self._top_k or entry < top[-1]):
-                # Never compares the individuals themselves: uids are unique.
-                bisect.insort(top, entry)
-                if len(top) > self._top_k:
-                    top.pop()
-            if self._worst_heap is not None:
-                heapq.heappush(self._worst_heap, (-loss, ind.uid, ind))
+        self._members[uid] = ind
+        if not ind.active or ind.status in _UNUSABLE:
+            return
+        self._active[uid] = ind
+        loss = ind.loss
+        if loss != loss:  # NaN ranks last (loss_order)
+            loss = math.inf
+        entry = (loss, uid, ind)
+        heapq.heappush(self._heap, entry)
+        top = self._top
+        if top is not None and self._top_k > 0 and (len(top) < self._top_k or entry < top[-1]):
+            # Never compares the individuals themselves: uids are unique.
+            bisect.insort(top, entry)
+            if len(top) > self._top_k:
+                top.pop()
+        if self._worst_heap is not None:
+            heapq.heappush(self._worst_heap, (-loss, uid, ind))
 
     def extend(self, inds: Iterable[Individual]) -> None:
         """Store several individuals."""

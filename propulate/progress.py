@@ -109,11 +109,16 @@ class Progress:
             self.mailbox.send(counts, [0], Tag.PROGRESS)
 
     def receive(self) -> bool:
-        """First rank: take in the islands' reports; whether there were any."""
+        """First rank: take in the islands' reports waiting in the mailbox; whether there were any."""
         messages = self.mailbox.receive(Tag.PROGRESS)
-        for _, (island, evaluated, this_session, best) in messages:
-            self.islands[island] = _IslandCounts(evaluated, this_session, best)
+        for _, report in messages:
+            self.take(report)
         return bool(messages)
+
+    def take(self, report: tuple[int, int, int, float]) -> None:
+        """First rank: note one island's report (as sent by :meth:`report`), taken in by the worker's poll."""
+        island, evaluated, this_session, best = report
+        self.islands[island] = _IslandCounts(evaluated, this_session, best)
 
     def gather(self) -> None:
         """End of the run, collective over the worker roots: the first rank learns the final counts.

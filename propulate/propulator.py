@@ -48,9 +48,12 @@ __all__ = ["Propulator"]
 
 log = logging.getLogger("propulate")
 
-# Seconds between snapshots of a worker's state (RNG, propagator) for the checkpoint; the checkpoint
-# writer flushes every 0.25 s and keeps only the latest snapshot.
-_SNAPSHOT_INTERVAL = 0.1
+# Seconds between snapshots of a worker's state (RNG, propagator) for the checkpoint: the writer's flush
+# interval, since a flush stores only the latest snapshot (a snapshot costs about 100 us after a wake-up).
+_SNAPSHOT_INTERVAL = 0.25
+
+# Packed individuals of one search space, the space named only when it changes (see Propulator._pack).
+_Chunk = tuple[SearchSpace | None, list[tuple[Any, ...]]]
 
 
 def _resume_wanted(resume: bool | None) -> bool:
@@ -251,23 +254,25 @@ class Propulator:
             return
         self._island = island_comm.Dup()
         self._world = propulate_comm.Dup()
-        self._island_mail = Mailbox(self._island)
-        self._world_mail = Mailbox(self._world)
+        # All of a worker's messages travel on one communicator, so one poll per generation takes them in.
+        self._mail = Mailbox(self._world)
         self._progress = Progress(
-            self._world_mail,
+            self._mail,
             self.island_idx,
             self._island.rank == 0,
             None if self.generations == -1 else self.generations * self._world.size,
             self._progress_interval,
         )
         self.island_rank = self._island.rank
-        self._island_peers = [r for r in range(self._island.size) if r != self.island_rank]
         if island_displs is None or island_counts is None:
             islands = np.asarray(self._world.allgather(self.island_idx))
             island_counts = np.bincount(islands)
             island_displs = np.concatenate(([0], np.cumsum(island_counts)[:-1]))
         self.island_displs = np.asarray(island_displs, dtype=int)
         self.island_counts = np.asarray(island_counts, dtype=int)
+        # The island's other workers, by their rank in the propulate communicator.
+        first = int(self.island_displs[self.island_idx])
+        self._island_peers = [first + r for r in range(self._island.size) if r != self.island_rank]
         topology = check_topology(migration_topology, len(self.island_counts))
         self._topology = topology
         self._migration_prob = float(migration_prob)
@@ -345,19 +350,15 @@ class Propulator:
             self._stop_reason = reason
             self._abort = abort
             others = [r for r in range(self._world.size) if r != self._world.rank]
-            self._world_mail.send((reason, abort), others, Tag.STOP)
+            self._mail.send((reason, abort), others, Tag.STOP)
 
-    def _receive_stop(self) -> bool:
-        messages = self._world_mail.receive(Tag.STOP)
-        for _, (reason, abort) in messages:
-            if self._stop_reason is None:
-                self._stop_reason = reason
-            self._abort = self._abort or abort
-        return bool(messages)
+    def _take_stop(self, reason: str, abort: bool) -> None:
+        if self._stop_reason is None:
+            self._stop_reason = reason
+        self._abort = self._abort or abort
 
     def _should_stop(self) -> bool:
         """Check the stop conditions between two evaluations; start a stop where one holds."""
-        self._receive_stop()
         if self._stop_reason is None:
             if self._stop_conditions.signalled is not None:
                 self._request_stop(f"{self._stop_conditions.signal_name} received")
@@ -525,8 +526,7 @@ class Propulator:
         )
         self._progress.counting = debug >= 1 and self._progress.island_head
         while self._requeue or self.generations == -1 or self.generation < self.generations:
-            self._receive_updates()
-            self._receive_immigrants(debug)
+            self._receive(debug)
             if self._should_stop():
                 break
             redo = bool(self._requeue)
@@ -649,15 +649,15 @@ class Propulator:
             if self._writer is not None:
                 self._writer.deactivated(uid, self.island_idx)
         if self._island_peers:
-            self._island_mail.send((self._pack(added), deactivated), self._island_peers, Tag.ISLAND_UPDATE)
+            self._mail.send((self._pack(added), deactivated), self._island_peers, Tag.ISLAND_UPDATE)
 
-    def _pack(self, added: list[Individual]) -> list[tuple[SearchSpace | None, list[tuple[Any, ...]]]]:
+    def _pack(self, added: list[Individual]) -> list[_Chunk]:
         """Individuals for island peers: packed, in runs of one search space, named only when it changes.
 
         A run has one search space, so a worker names it in its first message only and the peers remember
         it per sender (messages from one sender arrive in order); the rest is plain values.
         """
-        chunks: list[tuple[SearchSpace | None, list[tuple[Any, ...]]]] = []
+        chunks: list[_Chunk] = []
         for ind in added:
             if not chunks or ind.space is not self._sent_space:
                 named = None if ind.space is self._sent_space else ind.space
@@ -666,21 +666,35 @@ class Propulator:
             chunks[-1][1].append(ind.packed())
         return chunks
 
-    def _receive_updates(self) -> bool:
-        messages = self._island_mail.receive(Tag.ISLAND_UPDATE)
-        for source, (chunks, deactivated) in messages:
-            added: list[Individual] = []
-            for named, rows in chunks:
-                if named is not None:
-                    self._peer_spaces[source] = named
-                space = self._peer_spaces[source]
-                added.extend(unpack(space, row) for row in rows)
-            self._population.extend(added)
-            self._learn_from(added)
-            self._progress.count(added)
-            for uid in deactivated:
-                self._population.deactivate(uid)
+    def _receive(self, debug: int = -1) -> bool:
+        """Take in and apply every message that has arrived; whether there were any."""
+        messages = self._mail.receive_any()
+        for source, tag, obj in messages:
+            if tag == Tag.ISLAND_UPDATE:
+                self._take_update(source, *obj)
+            elif tag == Tag.EMIGRANTS:
+                origin, travellers = obj
+                self._take_immigrants(origin, travellers, debug)
+            elif tag == Tag.STOP:
+                self._take_stop(*obj)
+            else:
+                self._progress.take(obj)
         return bool(messages)
+
+    def _take_update(self, source: int, chunks: list[_Chunk], deactivated: list[int]) -> None:
+        population = self._population
+        for named, rows in chunks:
+            if named is not None:
+                self._peer_spaces[source] = named
+            space = self._peer_spaces[source]
+            added = [unpack(space, row) for row in rows]
+            population.extend(added)
+            if self.surrogate_factory is not None:
+                self._learn_from(added)
+            if self._progress.counting:
+                self._progress.count(added)
+        for uid in deactivated:
+            population.deactivate(uid)
 
     # ------------------------------------------------------------------------------------- migration
 
@@ -706,9 +720,7 @@ class Propulator:
                 if not policy.pollination:
                     self._population.deactivate(emigrant.uid)
                     departed.append(emigrant.uid)
-            self._world_mail.send(
-                (self.island_idx, travellers), [int(self.island_displs[target])], Tag.EMIGRANTS
-            )
+            self._mail.send((self.island_idx, travellers), [int(self.island_displs[target])], Tag.EMIGRANTS)
             if debug >= 3:
                 kind = "pollinators" if policy.pollination else "emigrants"
                 log.info(
@@ -718,23 +730,20 @@ class Propulator:
         if departed:
             self._introduce([], departed, Record.DEACTIVATED)
 
-    def _receive_immigrants(self, debug: int = -1) -> bool:
-        messages = self._world_mail.receive(Tag.EMIGRANTS)
-        for _, (origin, travellers) in messages:
-            replaced: list[int] = []
-            if self.pollination:
-                self._owed_replacements += len(travellers)
-                replaced = self._select_replaced()
-            for traveller in travellers:
-                traveller.current = self._next_owner
-                self._next_owner = (self._next_owner + 1) % self._island.size
-            self._introduce(travellers, replaced, Record.ARRIVED)
-            if debug >= 3:
-                log.info(
-                    f"Island {self.island_idx}: {len(travellers)} immigrant(s) from island {origin}, "
-                    f"{len(replaced)} individual(s) replaced."
-                )
-        return bool(messages)
+    def _take_immigrants(self, origin: int, travellers: list[Individual], debug: int) -> None:
+        replaced: list[int] = []
+        if self.pollination:
+            self._owed_replacements += len(travellers)
+            replaced = self._select_replaced()
+        for traveller in travellers:
+            traveller.current = self._next_owner
+            self._next_owner = (self._next_owner + 1) % self._island.size
+        self._introduce(travellers, replaced, Record.ARRIVED)
+        if debug >= 3:
+            log.info(
+                f"Island {self.island_idx}: {len(travellers)} immigrant(s) from island {origin}, "
+                f"{len(replaced)} individual(s) replaced."
+            )
 
     def _select_replaced(self) -> list[int]:
         """Pollination: choose whom owed immigrants replace.
@@ -747,19 +756,15 @@ class Propulator:
         return [victim.uid for victim in victims]
 
     def _finish(self) -> None:
-        """End of the run: release sub-ranks, then receive every message still in flight."""
+        """End of the run: release sub-ranks, then receive every message still in flight.
+
+        Twice: immigrants taken in during the first drain are passed on to the island's other workers, and
+        the second drain waits for those updates (no message received in it sends anything).
+        """
         if self._worker.size > 1:
             self._channel.send_stop()
-        drain(
-            self._world_mail,
-            lambda: (
-                self._receive_immigrants()
-                | self._receive_updates()
-                | self._receive_stop()
-                | self._progress.receive()
-            ),
-        )
-        drain(self._island_mail, self._receive_updates)
+        drain(self._mail, self._receive)
+        drain(self._mail, self._receive)
         if self._writer is not None:
             self._snapshot(force=True)
             self._writer.close()

@@ -48,13 +48,13 @@ RETEST_INTERVAL = 1e-3
 class Tag(IntEnum):
     """Message tags. Each communicator the library uses is a ``Dup()``, so they cannot meet user traffic."""
 
-    #: Intra-island news: newly evaluated individuals, immigrants, deactivations (island communicator).
+    #: Intra-island news: newly evaluated individuals, immigrants, deactivations (to the island's workers).
     ISLAND_UPDATE = 1
-    #: Emigrants on their way to another island (propulate communicator).
+    #: Emigrants on their way to another island (to its first worker).
     EMIGRANTS = 2
-    #: A request to stop the run early, with its reason (propulate communicator).
+    #: A request to stop the run early, with its reason (to every worker).
     STOP = 3
-    #: An island's progress counts for the run's progress line (propulate communicator, to rank 0).
+    #: An island's progress counts for the run's progress line (to the first worker of the run).
     PROGRESS = 4
 
 
@@ -136,38 +136,35 @@ class Mailbox:
 
     def send(self, obj: Any, dests: Iterable[int], tag: Tag) -> None:
         """Serialize ``obj`` once and send it to each rank of ``dests`` (now, or batched shortly)."""
-        dests = list(dests)
-        if not dests:
-            return
         frame = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        if self._crowded(dests) and self._test_due(time.monotonic()):
-            self._release()
+        in_flight = self._in_flight
+        outbox = self._outbox
+        window = self.window
         for dest in dests:
             key = (dest, int(tag))
-            waiting = self._outbox.get(key)
-            if waiting is not None:
-                waiting[1].append(frame)  # behind earlier waiting messages: the order is kept
-            elif self._unmatched(dest) < self.window:
-                self._start(dest, tag, frame)
-            else:
-                self._outbox[key] = (time.monotonic(), [frame])
+            if outbox and key in outbox:
+                outbox[key][1].append(frame)  # behind earlier waiting messages: the order is kept
+                continue
+            sends = in_flight.get(dest)
+            if sends is not None and len(sends) >= window:
+                if self._test_due(time.monotonic()):
+                    self._release()
+                    sends = in_flight[dest]
+                if len(sends) >= window:
+                    outbox[key] = (time.monotonic(), [frame])
+                    continue
+            self._start(dest, tag, frame)
         self.progress()
 
     def _start(self, dest: int, tag: int, buffer: bytes) -> None:
         request = self.comm.Issend([buffer, MPI.BYTE], dest=dest, tag=tag)
-        self._in_flight.setdefault(dest, deque()).append((request, buffer))
+        sends = self._in_flight.get(dest)
+        if sends is None:
+            sends = self._in_flight[dest] = deque()
+        sends.append((request, buffer))
         self._requests.append(request)
         self.bytes_sent += len(buffer)
         self.messages_sent += 1
-
-    def _unmatched(self, dest: int) -> int:
-        """Count the sends to ``dest`` not known to be matched at the last :meth:`_release`, or made since."""
-        sends = self._in_flight.get(dest)
-        return len(sends) if sends else 0
-
-    def _crowded(self, dests: Iterable[int]) -> bool:
-        """Whether one of ``dests`` has ``window`` sends that may not be matched yet."""
-        return any(self._unmatched(dest) >= self.window for dest in dests)
 
     def _test_due(self, now: float) -> bool:
         """Whether a full window or waiting outbox should test the sends now (see :data:`RETEST_INTERVAL`)."""
@@ -196,19 +193,30 @@ class Mailbox:
     def receive(self, tag: Tag) -> list[tuple[int, Any]]:
         """Return ``(source, object)`` for every message with ``tag`` that has arrived, in arrival order.
 
-        Each call into MPI's progress engine takes in at most one incoming packet (MPICH's shared-memory
-        transport, for one): a message with this tag, one for another tag or communicator, or a
-        receiver's acknowledgement of one of this mailbox's synchronous sends. Stopping at the first probe
-        that finds nothing leaves the rest queued for the next call, and a rank that takes in fewer packets
-        per generation than arrive falls behind: at 8 ranks with a 10 ms loss, results reached the peers
-        about 38 ms after their evaluation on average (5 to 6 ms now), and every send window stayed full of
+        As :meth:`receive_any`, for one tag; messages with other tags stay queued.
+        """
+        return [(source, obj) for source, _, obj in self._take_in(tag)]
+
+    def receive_any(self) -> list[tuple[int, int, Any]]:
+        """Return ``(source, tag, object)`` for every message that has arrived, in arrival order.
+
+        A worker polls once per generation for all its traffic; messages from one source arrive in the
+        order they were sent, whatever their tags. Each call into MPI's progress engine takes in at most
+        one incoming packet (MPICH's shared-memory transport, for one): a message, or a receiver's
+        acknowledgement of one of this mailbox's synchronous sends. Stopping at the first probe that finds
+        nothing leaves the rest queued for the next call, and a rank that takes in fewer packets per
+        generation than arrive falls behind: at 8 ranks with a 10 ms loss, results reached the peers about
+        38 ms after their evaluation on average (5 to 6 ms now), and every send window stayed full of
         acknowledged but unprocessed sends. So after a probe that finds nothing the mailbox tests its
         sends in flight (one more poll, which also shows whether the probe's poll took in an
         acknowledgement), and it stops only after :data:`IDLE_POLLS` such rounds in a row took in nothing
         it can see.
         """
+        return self._take_in(MPI.ANY_TAG)
+
+    def _take_in(self, tag: int) -> list[tuple[int, int, Any]]:
         self.progress()
-        received: list[tuple[int, Any]] = []
+        received: list[tuple[int, int, Any]] = []
         status = self._status
         idle = 0
         while idle < IDLE_POLLS:
@@ -222,11 +230,12 @@ class Mailbox:
                 continue
             idle = 0
             source = status.Get_source()
+            kind = status.Get_tag()
             obj = message.recv()
             if type(obj) is _Batch:
-                received.extend((source, pickle.loads(frame)) for frame in obj)
+                received.extend((source, kind, pickle.loads(frame)) for frame in obj)
             else:
-                received.append((source, obj))
+                received.append((source, kind, obj))
         return received
 
     def progress(self, flush: bool = False) -> None:
@@ -241,7 +250,7 @@ class Mailbox:
             self._release()
         for key, (since, frames) in list(self._outbox.items()):
             dest, tag = key
-            if flush or now - since >= self.max_delay or self._unmatched(dest) < self.window:
+            if flush or now - since >= self.max_delay or len(self._in_flight.get(dest, ())) < self.window:
                 del self._outbox[key]
                 buffer = (
                     frames[0] if len(frames) == 1 else pickle.dumps(_Batch(frames), pickle.HIGHEST_PROTOCOL)
@@ -262,8 +271,9 @@ class Mailbox:
 def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
     """End the exchange on ``mailbox.comm``: return once every message sent on it has been received.
 
-    Collective over ``mailbox.comm``. The caller must not start new sends on this mailbox once it has
-    entered the barrier; messages still waiting in an outbox are sent at once.
+    Collective over ``mailbox.comm``. Messages still waiting in an outbox are sent at once. What ``handle``
+    sends once this worker waits in the barrier may still be in flight when it returns: a second call, in
+    which ``handle`` sends nothing, ends that exchange too.
 
     Parameters
     ----------
