@@ -46,6 +46,20 @@ def test_overhead_with_a_sleeping_floor(mpirun):
     assert line["messages_per_evaluation"] > 0 and line["result_age_ms_max"] >= 0
 
 
+def test_overhead_with_a_synchronous_floor(mpirun):
+    args = ["--floor", "--synchronous-floor", "--sleep", "0.001", "--generations", "30"]
+    out = mpirun(BENCHMARKS / "overhead.py", 2, *args, timeout=180).stdout
+    synchronous, floor, line = json_lines(out)
+    assert synchronous["synchronous"] and not floor["synchronous"]
+    assert synchronous["generations"] == floor["generations"] == line["generations"] == 30
+    assert line["synchronous_floor_throughput_vs_ideal"] == synchronous["throughput_vs_ideal"]
+    assert (
+        line["synchronous_floor_us_per_evaluation_per_worker"]
+        == (synchronous["floor_us_per_evaluation_per_worker"])
+    )
+    assert line["floor_throughput_vs_ideal"] == floor["throughput_vs_ideal"]
+
+
 def test_overhead_against_the_floor(mpirun):
     out = mpirun(BENCHMARKS / "overhead.py", 2, "--floor", "--generations", "30", "60", "--ratio").stdout
     lines = json_lines(out)
