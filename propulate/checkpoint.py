@@ -249,6 +249,7 @@ class CheckpointWriter:
         self.bytes_written = 0  # bytes appended to the datasets
         self.n_records = 0
         self._stop = threading.Event()
+        self._closed = False  # set by close(), under the flushing lock
         self._interval = flush_interval
         self._thread = threading.Thread(target=self._run, name=f"propulate-checkpoint-{writer}", daemon=True)
         self._thread.start()
@@ -308,7 +309,7 @@ class CheckpointWriter:
                     )
 
     def flush(self) -> None:
-        """Append what is queued and flush the file (thread-safe).
+        """Append what is queued and flush the file (thread-safe; nothing once the writer is closed).
 
         Raises
         ------
@@ -316,6 +317,8 @@ class CheckpointWriter:
             If the file cannot be written; the queued records are kept for the next attempt.
         """
         with self._flushing:
+            if self._closed:
+                return
             with self._lock:
                 self._queue_running()
                 pending, self._pending = self._pending, []
@@ -385,19 +388,24 @@ class CheckpointWriter:
     def close(self) -> None:
         """Stop the background thread, flush what is left and close the file.
 
+        Does not wait for the thread to end: woken by the stop, it ends at once, and waiting for it to be
+        scheduled took up to 13 ms at the end of a run with 8 ranks on 2 cores. A flush it has begun is
+        waited for; one it would begin afterwards finds the file closed and does nothing.
+
         Raises
         ------
         CheckpointError
             If what is left cannot be written.
         """
         self._stop.set()
-        self._thread.join()
         try:
             self.flush()
         except Exception as err:
             raise CheckpointError(f"writing the last records to {self.path} failed: {err}") from err
         finally:
-            self._file.close()
+            with self._flushing:
+                self._closed = True
+                self._file.close()
 
 
 # ------------------------------------------------------------------------------------------------- reading
