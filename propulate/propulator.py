@@ -758,15 +758,15 @@ class Propulator:
     def _finish(self) -> None:
         """End of the run: release sub-ranks, then receive every message still in flight.
 
-        Where immigrants can arrive, twice: those taken in during the first drain are passed on to the
-        island's other workers, and the second drain waits for those updates (no message received in it
-        sends anything). Without migration no message received sends anything, and one drain ends it all.
+        Twice: immigrants taken in during the first drain are passed on to the island's other workers, and
+        the second drain waits for those updates (no message received in it sends anything). Every worker
+        drains twice, with or without migration, so that the collective calls match whatever each worker
+        was told about the topology.
         """
         if self._worker.size > 1:
             self._channel.send_stop()
         drain(self._mail, self._receive)
-        if isinstance(self.migration, MigrationPolicy):
-            drain(self._mail, self._receive)
+        drain(self._mail, self._receive)
         if self._writer is not None:
             self._snapshot(force=True)
             self._writer.close()
