@@ -387,6 +387,20 @@ def test_close_flushes_what_is_queued(tmp_path: Path) -> None:
     assert checkpoint is not None and len(checkpoint.populations[0]) == 1
 
 
+def test_close_during_background_flushes_loses_nothing_and_ends_the_flushing(tmp_path: Path) -> None:
+    # close() does not wait for the thread: a flush it has begun is waited for, later ones do nothing.
+    writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1], flush_interval=1e-4)
+    for g in range(400):
+        start_and_finish(writer, bred(make_uid(0, 0, g), 0, g), float(g), 0)
+    writer.close()
+    assert writer.n_records == 800
+    time.sleep(0.05)  # the thread would have flushed many times over
+    writer.flush()  # a no-op on a closed writer, not an error
+    assert writer.n_records == 800
+    checkpoint = load_checkpoint(tmp_path)
+    assert checkpoint is not None and len(checkpoint.populations[0]) == 400
+
+
 def test_a_noted_start_costs_no_row_when_the_result_comes_before_a_flush(tmp_path: Path) -> None:
     writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1])
     ind = bred(make_uid(0, 0, 0), 0, 0)
