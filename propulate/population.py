@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import math
 from collections.abc import Callable, Iterable, Iterator
 
 from .individual import Individual, Status, loss_order
@@ -75,9 +74,7 @@ class Population:
         if not ind.active or ind.status in _UNUSABLE:
             return
         self._active[uid] = ind
-        loss = ind.loss
-        if loss != loss:  # NaN ranks last (loss_order)
-            loss = math.inf
+        loss = loss_order(ind)
         entry = (loss, uid, ind)
         heapq.heappush(self._heap, entry)
         top = self._top

@@ -627,6 +627,8 @@ class Propulator:
 
     def _learn_from(self, individuals: Iterable[Individual]) -> None:
         """Let this worker's surrogate take in what other workers' surrogates learned from ``individuals``."""
+        if self.surrogate_factory is None:
+            return  # no surrogate here: nothing to merge into, and nothing to walk through
         for ind in individuals:
             if ind.surrogate_data is not None:
                 self.evaluator.consult_surrogate("merge", ind.surrogate_data)
@@ -689,10 +691,8 @@ class Propulator:
             space = self._peer_spaces[source]
             added = [unpack(space, row) for row in rows]
             population.extend(added)
-            if self.surrogate_factory is not None:
-                self._learn_from(added)
-            if self._progress.counting:
-                self._progress.count(added)
+            self._learn_from(added)
+            self._progress.count(added)
         for uid in deactivated:
             population.deactivate(uid)
 

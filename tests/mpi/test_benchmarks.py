@@ -53,10 +53,8 @@ def test_overhead_with_a_synchronous_floor(mpirun):
     assert synchronous["synchronous"] and not floor["synchronous"]
     assert synchronous["generations"] == floor["generations"] == line["generations"] == 30
     assert line["synchronous_floor_throughput_vs_ideal"] == synchronous["throughput_vs_ideal"]
-    assert (
-        line["synchronous_floor_us_per_evaluation_per_worker"]
-        == (synchronous["floor_us_per_evaluation_per_worker"])
-    )
+    synchronous_us = synchronous["floor_us_per_evaluation_per_worker"]
+    assert line["synchronous_floor_us_per_evaluation_per_worker"] == synchronous_us
     assert line["floor_throughput_vs_ideal"] == floor["throughput_vs_ideal"]
 
 
