@@ -16,12 +16,14 @@ figure measured and whether it holds:
    (4 ranks x 25,000 generations) in under a second.
 
 It also prints how old the island peers' results are when a worker takes them in, in the 8-rank runs
-(``--age`` of ``overhead.py``): how stale a worker's view of its island is when it breeds.
+(``--age`` of ``overhead.py``): how stale a worker's view of its island is when it breeds. And it runs the
+10 ms case once on one rank, next to its floor: the same loop with no peer, no message and a core of its
+own, which shows how much of the 8-rank shortfall the machine charges any loop woken from a 10 ms sleep.
 
 ``--scaling`` adds the runs behind the scaling analysis of ``docs/scaling.rst``: 2, 4, 8, 16 and 32 ranks,
 one island of all ranks and islands of 4 ranks, each with its floor. Usage::
 
-    python benchmarks/suite.py              # the targets, about 5 minutes on 2 cores
+    python benchmarks/suite.py              # the targets, about 3 minutes on 2 cores
     python benchmarks/suite.py --scaling    # and the scaling runs, about 10 more minutes
 """
 
@@ -140,6 +142,7 @@ def main() -> None:
     sleeping = overhead(
         8, "--floor", "--synchronous-floor", "--sleep", "0.01", "--generations", "500", "2000", "--age"
     )
+    alone = overhead(1, "--floor", "--sleep", "0.01", "--generations", "2000")
     summary = overhead(4, "--generations", "25000", "--summary", "3")
     scaling: list[dict[str, Any]] = []
     if args.scaling:
@@ -151,7 +154,7 @@ def main() -> None:
                 )
 
     print("\n" + HEADER)
-    for line, floor in paired(targets + sleeping + summary + scaling):
+    for line, floor in paired(targets + sleeping + alone + summary + scaling):
         print(row(line, floor))
 
     at_5000 = find(targets, "overhead", generations=5000)
@@ -197,6 +200,12 @@ def main() -> None:
         "\nAge of peers' results when a worker takes them in (8 ranks, 10 ms loss, 2,000 generations): "
         f"mean {steady['result_age_ms_mean']:.1f} ms, 90th percentile {steady['result_age_ms_p90']:.1f} ms, "
         f"max {steady['result_age_ms_max']:.1f} ms."
+    )
+    single = find(alone, "overhead")
+    print(
+        "One rank alone, 10 ms loss, 2,000 generations (no peer, no message, a core of its own): "
+        f"{100 * single['throughput_vs_ideal']:.1f} % of the ideal, its floor's loop "
+        f"{100 * single['floor_throughput_vs_ideal']:.1f} %."
     )
 
 
