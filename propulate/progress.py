@@ -4,7 +4,9 @@ Each island's first worker counts the evaluations of its island as they reach it
 island peers announce), when the line is asked for (``debug >= 1``). It sends its island's counts and best
 loss to the first rank of the run at most once per interval, in a small non-blocking message; the first
 rank logs one line per interval: evaluations done and planned, best loss, evaluations per second and the
-estimated time left. A run with 1,000 islands thus prints one line per interval, not 1,000.
+estimated time left. A run with 1,000 islands thus prints one line per interval, not 1,000. At the end of
+the run each island's first worker reports once more, once it has taken in every evaluation of its island
+(between the two drains of ``Propulator._finish``), so that the last line counts them all.
 """
 
 from __future__ import annotations
@@ -119,17 +121,6 @@ class Progress:
         """First rank: note one island's report (as sent by :meth:`report`), taken in by the worker's poll."""
         island, evaluated, this_session, best = report
         self.islands[island] = _IslandCounts(evaluated, this_session, best)
-
-    def gather(self) -> None:
-        """End of the run, collective over the worker roots: the first rank learns the final counts.
-
-        Called after the last messages were received, so an island head's counts include its peers' last
-        evaluations, which a report sent before draining could miss.
-        """
-        counts = self.mine if self.island_head else None
-        gathered = self.mailbox.comm.gather((self.island, counts), root=0)
-        if gathered is not None:  # the first rank
-            self.islands.update((island, c) for island, c in gathered if c is not None)
 
     def line(self) -> str:
         """Return the progress line, from this island's counts and the other islands' latest reports."""

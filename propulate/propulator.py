@@ -557,7 +557,6 @@ class Propulator:
             if debug >= 2 and self.island_rank == 0 and self.generation % logging_interval == 0:
                 self._log_progress()
         self._finish()
-        self._progress.gather()
         if self._stop_reason is not None and self.island_rank == 0:
             log.warning(
                 f"Island {self.island_idx}: stopped early ({self._stop_reason}); {self._status_text()}."
@@ -756,16 +755,21 @@ class Propulator:
         return [victim.uid for victim in victims]
 
     def _finish(self) -> None:
-        """End of the run: release sub-ranks, then receive every message still in flight.
+        """End of the run: release sub-ranks, receive every message still in flight, close the checkpoint.
 
         Twice: immigrants taken in during the first drain are passed on to the island's other workers, and
         the second drain waits for those updates (no message received in it sends anything). Every worker
         drains twice, with or without migration, so that the collective calls match whatever each worker
-        was told about the topology.
+        was told about the topology. Between the two, each island's head sends the first rank its final
+        progress counts: after the first drain it has taken in every evaluation of its island, and the
+        second delivers the report. (A collective gather after the drains did the same, and its blocking
+        waits, spinning with 8 ranks on 2 cores, kept the first rank 5 - 12 ms longer.)
         """
         if self._worker.size > 1:
             self._channel.send_stop()
         drain(self._mail, self._receive)
+        if self._progress.counting:
+            self._progress.report()
         drain(self._mail, self._receive)
         if self._writer is not None:
             self._snapshot(force=True)

@@ -42,3 +42,30 @@ def test_progress_line_on_first_rank_and_per_rank_logs(mpirun, tmp_path, n, num_
     assert sorted(logs) == sorted(f"rank-{r}.log" for r in range(n))
     assert "Done: " in logs["rank-0.log"]
     assert all("Progress: " not in text for name, text in logs.items() if name != "rank-0.log")
+
+
+@pytest.mark.parametrize(("n", "num_islands"), [(2, 2), (4, 2), (8, 4)])
+def test_done_line_counts_every_island_from_the_final_reports(mpirun, tmp_path, n, num_islands):
+    # An interval longer than the run: each island reports once, after its first evaluation, and not again
+    # during the run, so the final counts on the first rank come only from the report each island head
+    # sends between the two end-of-run drains.
+    generations = 20
+    out = mpirun(
+        "progress_run.py",
+        n,
+        "--checkpoint",
+        str(tmp_path / "ckpt"),
+        "--logs",
+        str(tmp_path / "logs"),
+        "--generations",
+        str(generations),
+        "--num-islands",
+        str(num_islands),
+        env={"PROPULATE_PROGRESS_INTERVAL": "3600"},
+        timeout=120,
+    )
+    lines = [line for line in out.stdout.splitlines() if line.startswith("[rank")]
+    assert sum("Progress: " in line for line in lines) == 1, out.stdout  # the first line, at the start
+    planned = n * generations
+    done_line = next(line for line in lines if "Done: " in line)
+    assert f"Done: {planned:,}/{planned:,} evaluations (100.0 %)" in done_line, done_line
