@@ -242,6 +242,14 @@ def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[
     return line
 
 
+def attach_floor(line: dict[str, Any], floor: dict[str, Any], prefix: str) -> None:
+    """Print a floor's JSON line and add its figures to the run's ``line``, named ``prefix_...``."""
+    print(json.dumps(floor), flush=True)
+    line[f"{prefix}_us_per_evaluation_per_worker"] = floor["floor_us_per_evaluation_per_worker"]
+    if "throughput_vs_ideal" in floor:  # measured with a sleep
+        line[f"{prefix}_throughput_vs_ideal"] = floor["throughput_vs_ideal"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -285,19 +293,10 @@ def main() -> None:
             if line is None:
                 continue
             if synchronous is not None:
-                print(json.dumps(synchronous), flush=True)
-                line["synchronous_floor_us_per_evaluation_per_worker"] = synchronous[
-                    "floor_us_per_evaluation_per_worker"
-                ]
-                if args.sleep > 0:
-                    line["synchronous_floor_throughput_vs_ideal"] = synchronous["throughput_vs_ideal"]
+                attach_floor(line, synchronous, "synchronous_floor")
             if floor is not None:
-                print(json.dumps(floor), flush=True)
-                line["floor_us_per_evaluation_per_worker"] = floor["floor_us_per_evaluation_per_worker"]
-                if args.sleep > 0:
-                    # The floor's loop sleeps as long as the loss: compare throughputs instead.
-                    line["floor_throughput_vs_ideal"] = floor["throughput_vs_ideal"]
-                else:
+                attach_floor(line, floor, "floor")
+                if args.sleep == 0:  # with a sleep, the floor's loop sleeps too: compare throughputs instead
                     line["times_floor"] = (
                         line["overhead_us_per_evaluation_per_worker"]
                         / floor["floor_us_per_evaluation_per_worker"]
