@@ -21,7 +21,7 @@ import os
 import pickle
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from enum import IntEnum
 from typing import Any
 
@@ -134,8 +134,10 @@ class Mailbox:
         self.bytes_sent = 0
         self.messages_sent = 0
 
-    def send(self, obj: Any, dests: Iterable[int], tag: Tag) -> None:
+    def send(self, obj: Any, dests: Collection[int], tag: Tag) -> None:
         """Serialize ``obj`` once and send it to each rank of ``dests`` (now, or batched shortly)."""
+        if not dests:
+            return  # e.g. a stop request on a run of one worker: nothing to pickle
         frame = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         in_flight = self._in_flight
         outbox = self._outbox
