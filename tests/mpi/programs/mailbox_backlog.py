@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from _verdict import verdict
 from mpi4py import MPI
 
 from propulate.mpi.messaging import Mailbox, Tag, drain
@@ -53,18 +54,7 @@ def main() -> int:
             mailbox.send(number, [partner], Tag.ISLAND_UPDATE)
         flag.touch()
     drain(mailbox, lambda: bool(mailbox.receive(Tag.ISLAND_UPDATE)))
-    summary = comm.gather(failures)
-    if comm.rank == 0:
-        assert summary is not None
-        problems = [line for lines in summary for line in lines]
-        for line in problems:
-            print(line, flush=True)
-        if problems:
-            print("FAILED", flush=True)
-            comm.Abort(1)
-        print("OK", flush=True)
-    comm.Barrier()
-    comm.Free()
+    verdict(comm, failures)
     return 0
 
 

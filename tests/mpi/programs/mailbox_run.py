@@ -12,6 +12,7 @@ import argparse
 import sys
 import time
 
+from _verdict import verdict
 from mpi4py import MPI
 
 from propulate.mpi.messaging import Mailbox, Tag, drain
@@ -48,19 +49,7 @@ def main() -> int:
     if mailbox.n_pending:
         failures.append(f"rank {comm.rank}: {mailbox.n_pending} messages still pending after drain")
     batched = mailbox.messages_sent < args.messages * len(peers)
-    summary = comm.gather((failures, batched, mailbox.messages_sent))
-    if comm.rank == 0:
-        assert summary is not None
-        problems = [line for failures, _, _ in summary for line in failures]
-        for line in problems:
-            print(line, flush=True)
-        sent = [messages for _, _, messages in summary]
-        if problems:
-            print("FAILED", flush=True)
-            comm.Abort(1)
-        print(f"OK messages_sent={sent} batched={[b for _, b, _ in summary]}", flush=True)
-    comm.Barrier()
-    comm.Free()
+    verdict(comm, failures, messages_sent=mailbox.messages_sent, batched=batched)
     return 0
 
 
