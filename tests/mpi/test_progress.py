@@ -7,10 +7,8 @@ import re
 import pytest
 
 
-@pytest.mark.parametrize(("n", "num_islands"), [(1, 1), (2, 1), (4, 2), (8, 4)])
-def test_progress_line_on_first_rank_and_per_rank_logs(mpirun, tmp_path, n, num_islands):
-    generations = 30
-    env = {"PROPULATE_PROGRESS_INTERVAL": "0.01"}
+def run_logged(mpirun, tmp_path, n, num_islands, generations, interval):
+    """Run ``progress_run.py`` with progress lines every ``interval`` seconds; its ``[rank ...]`` lines."""
     out = mpirun(
         "progress_run.py",
         n,
@@ -22,10 +20,16 @@ def test_progress_line_on_first_rank_and_per_rank_logs(mpirun, tmp_path, n, num_
         str(generations),
         "--num-islands",
         str(num_islands),
-        env=env,
+        env={"PROPULATE_PROGRESS_INTERVAL": str(interval)},
         timeout=120,
     )
-    lines = [line for line in out.stdout.splitlines() if line.startswith("[rank")]
+    return [line for line in out.stdout.splitlines() if line.startswith("[rank")], out
+
+
+@pytest.mark.parametrize(("n", "num_islands"), [(1, 1), (2, 1), (4, 2), (8, 4)])
+def test_progress_line_on_first_rank_and_per_rank_logs(mpirun, tmp_path, n, num_islands):
+    generations = 30
+    lines, out = run_logged(mpirun, tmp_path, n, num_islands, generations, 0.01)
     # Standard output: the first rank only.
     assert lines and all(line.startswith("[rank 0]") for line in lines), out.stdout
     progress = [line for line in lines if "Progress: " in line]
@@ -50,21 +54,7 @@ def test_done_line_counts_every_island_from_the_final_reports(mpirun, tmp_path, 
     # during the run, so the final counts on the first rank come only from the report each island head
     # sends between the two end-of-run drains.
     generations = 20
-    out = mpirun(
-        "progress_run.py",
-        n,
-        "--checkpoint",
-        str(tmp_path / "ckpt"),
-        "--logs",
-        str(tmp_path / "logs"),
-        "--generations",
-        str(generations),
-        "--num-islands",
-        str(num_islands),
-        env={"PROPULATE_PROGRESS_INTERVAL": "3600"},
-        timeout=120,
-    )
-    lines = [line for line in out.stdout.splitlines() if line.startswith("[rank")]
+    lines, out = run_logged(mpirun, tmp_path, n, num_islands, generations, 3600)
     assert sum("Progress: " in line for line in lines) == 1, out.stdout  # the first line, at the start
     planned = n * generations
     done_line = next(line for line in lines if "Done: " in line)
