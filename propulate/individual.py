@@ -331,9 +331,9 @@ def _restore(
     return ind
 
 
-def unpack(space: SearchSpace, packed: tuple[Any, ...]) -> Individual:
-    """Rebuild an individual of ``space`` from :meth:`Individual.packed`."""
-    return _restore(space, *packed)
+#: ``unpack(space, *ind.packed())`` rebuilds ``ind`` in ``space`` (one call per received individual, so
+#: the function itself, not a wrapper around it).
+unpack = _restore
 
 
 def loss_order(ind: Individual) -> float:

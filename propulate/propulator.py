@@ -688,7 +688,7 @@ class Propulator:
             if named is not None:
                 self._peer_spaces[source] = named
             space = self._peer_spaces[source]
-            added = [unpack(space, row) for row in rows]
+            added = [unpack(space, *row) for row in rows]
             population.extend(added)
             self._learn_from(added)
             self._progress.count(added)

@@ -222,7 +222,7 @@ class Mailbox:
         status = self._status
         idle = 0
         while idle < IDLE_POLLS:
-            message = self.comm.improbe(source=MPI.ANY_SOURCE, tag=tag, status=status)
+            message = self.comm.improbe(MPI.ANY_SOURCE, tag, status)
             if message is None:
                 if self._requests and MPI.Request.Testsome(self._requests):
                     self._completed = True  # the buffers are released at the next _release()
