@@ -8,7 +8,7 @@ import pytest
 
 
 def run_logged(mpirun, tmp_path, n, num_islands, generations, interval):
-    """Run ``progress_run.py`` with progress lines every ``interval`` seconds; its ``[rank ...]`` lines."""
+    """Run ``progress_run.py``, progress lines every ``interval`` s; its ``[rank ...]`` lines and process."""
     out = mpirun(
         "progress_run.py",
         n,
