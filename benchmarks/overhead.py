@@ -20,6 +20,9 @@ For each number of generations per worker given, rank 0 prints one JSON line:
   pickled bytes that all workers sent, divided by the evaluations;
 - ``checkpoint_bytes``: the checkpoint files on disk at the end of the run;
 - ``summary_seconds`` (with ``--summary N``): the time ``summarize(top_n=N)`` takes after the run;
+- ``report_seconds`` (with ``--report``): the wall-clock time of ``python -m propulate report`` on the run's
+  checkpoint, a fresh process on rank 0 after the run (interpreter start and imports included: what a user
+  waits for), and ``report_rows``, the evaluations the checkpoint holds;
 - ``result_age_ms_mean``, ``_p90`` and ``_max`` (with ``--age``): how old the island peers' results are
   when a worker takes them in (wall-clock time since their evaluation ended, all workers): how stale a
   worker's view of its island is. Measured by timing each batch of received individuals as it is stored
@@ -51,6 +54,7 @@ import json
 import random
 import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -166,9 +170,23 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     comm.Barrier()
     if comm.rank == 0:
         figures["checkpoint_bytes"] = sum(p.stat().st_size for p in Path(directory).iterdir() if p.is_file())
+        if args.report:
+            figures.update(time_report(directory))
         shutil.rmtree(directory)
     island_comm.Free()
     return figures
+
+
+def time_report(directory: str) -> dict[str, Any]:
+    """Run ``python -m propulate report`` on ``directory``; return its wall-clock seconds and row count."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "propulate", "report", directory], capture_output=True, text=True, check=True
+    )
+    seconds = time.perf_counter() - start
+    # The report's counts line: "<n> finished evaluations by <w> worker(s) ...".
+    rows = next(int(line.split()[0]) for line in done.stdout.splitlines() if " finished evaluations" in line)
+    return {"report_seconds": seconds, "report_rows": rows}
 
 
 @contextlib.contextmanager
@@ -231,6 +249,9 @@ def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[
     }
     if args.summary:
         line["summary_seconds"] = max(f["summary_seconds"] for f in gathered)
+    if args.report:
+        line["report_seconds"] = gathered[0]["report_seconds"]
+        line["report_rows"] = gathered[0]["report_rows"]
     if args.age:
         ages = np.concatenate([np.asarray(f["ages"]) for f in gathered]) * 1e3
         if ages.size:
@@ -273,6 +294,9 @@ def main() -> None:
         "--summary", type=int, default=0, help="time summarize(top_n=SUMMARY) after each run (default: no)"
     )
     parser.add_argument("--age", action="store_true", help="measure how old peers' results are on arrival")
+    parser.add_argument(
+        "--report", action="store_true", help="time `python -m propulate report` on each run's checkpoint"
+    )
     args = parser.parse_args()
     if any(g < 1 for g in args.generations) or args.islands < 1 or args.dims < 1 or args.sleep < 0:
         parser.error("--generations, --islands and --dims must be positive, --sleep non-negative")

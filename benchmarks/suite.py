@@ -13,7 +13,8 @@ figure measured and whether it holds:
    with standard sends and with synchronous ones as the mailbox's);
 4. resident memory growth per stored individual (10 float parameters) at most 2 KB (from the 20,000
    generation run: 80,000 individuals per rank); and, alongside, ``summarize`` over 100,000 individuals
-   (4 ranks x 25,000 generations) in under a second.
+   (4 ranks x 25,000 generations) in under a second, and ``python -m propulate report`` on that run's
+   checkpoint (a figure, not a target).
 
 It also prints how old the island peers' results are when a worker takes them in, in the 8-rank runs
 (``--age`` of ``overhead.py``): how stale a worker's view of its island is when it breeds. And it runs the
@@ -143,7 +144,7 @@ def main() -> None:
         8, "--floor", "--synchronous-floor", "--sleep", "0.01", "--generations", "500", "2000", "--age"
     )
     alone = overhead(1, "--floor", "--sleep", "0.01", "--generations", "2000")
-    summary = overhead(4, "--generations", "25000", "--summary", "3")
+    summary = overhead(4, "--generations", "25000", "--summary", "3", "--report")
     scaling: list[dict[str, Any]] = []
     if args.scaling:
         for ranks, generations in SCALING_GENERATIONS.items():
@@ -206,6 +207,11 @@ def main() -> None:
         "One rank alone, 10 ms loss, 2,000 generations (no peer, no message, a core of its own): "
         f"{100 * single['throughput_vs_ideal']:.1f} % of the ideal, its floor's loop "
         f"{100 * single['floor_throughput_vs_ideal']:.1f} %."
+    )
+    report = find(summary, "overhead")
+    print(
+        f"`python -m propulate report` on the checkpoint of {report['report_rows']:,} evaluations: "
+        f"{report['report_seconds']:.2f} s (a fresh process: interpreter start and imports included)."
     )
 
 

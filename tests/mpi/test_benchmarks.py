@@ -46,6 +46,13 @@ def test_overhead_with_a_sleeping_floor(mpirun):
     assert line["messages_per_evaluation"] > 0 and line["result_age_ms_max"] >= 0
 
 
+def test_overhead_times_the_report_command(mpirun):
+    args = ["--generations", "30", "--summary", "2", "--report"]
+    (line,) = json_lines(mpirun(BENCHMARKS / "overhead.py", 2, *args, timeout=180).stdout)
+    assert line["report_rows"] == line["evaluations"] == 2 * 30
+    assert line["report_seconds"] > 0 and line["summary_seconds"] > 0
+
+
 def test_overhead_with_a_synchronous_floor(mpirun):
     args = ["--floor", "--synchronous-floor", "--sleep", "0.001", "--generations", "30"]
     out = mpirun(BENCHMARKS / "overhead.py", 2, *args, timeout=180).stdout
