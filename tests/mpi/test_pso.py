@@ -20,8 +20,8 @@ different seeds, measured on 2 oversubscribed cores:
 
   - rosenbrock (2-D), 500 generations: at most 6.6e-5 in 100 launches (median 8e-10); asserted < 1e-3.
   - sphere (10-D), 1,000 generations: at most 3.8e-25 in 40 launches; asserted < 1e-12.
-  - rosenbrock (10-D), 1,000 generations: 2.3 to 8.8 in 59 launches (many at the local minimum near
-    3.99); asserted < 30. A random point of the box scores about 4e3, and the best of 8,000 random
+  - rosenbrock (10-D), 1,000 generations: 2.3 to 8.8 in 59 launches (median 3.9; still moving along the
+    valley); asserted < 30. A random point of the box scores about 4e3, and the best of 8,000 random
     points about 110, so the bound states the swarm's progress, not the optimum.
 """
 
