@@ -208,6 +208,10 @@ class Propulator:
         self.grace_period = float(grace_period)
         self.loss_fn = loss_fn
         self.propagator = propagator
+        # Called with every individual that enters the population, for propagators that learn from them.
+        self._observer: Callable[[Individual], None] | None = (
+            propagator.observe if isinstance(propagator, Propagator) and propagator.observes else None
+        )
         self.rng = rng if rng is not None else random.Random()
         self.island_idx = int(island_idx)
         self.island_comm = island_comm
@@ -381,7 +385,7 @@ class Propulator:
         RNG and propagator state. Returns an error message, the same on every worker root, or ``None``.
         """
         if isinstance(self.propagator, Propagator):
-            self.propagator.bind(self.island_rank)
+            self.propagator.bind(self.island_rank, self._island.size)
         space = _find_space(self.propagator)
         header: dict[str, Any] | None = None
         payloads: list[dict[str, Any]] | None = None
@@ -402,6 +406,12 @@ class Propulator:
         self._requeue = list(payload["requeue"])
         for ind in self._requeue:
             ind.current = self.island_rank
+        self._population = Population()
+        self._population.extend(population or [])
+        self._learn_from(self._population)
+        # The propagator learns the restored population first; a saved state then replaces what it
+        # rebuilt from it (see Propagator.observe).
+        self._observe(self._population)
         state = payload["state"]
         if state is not None:
             self.rng.setstate(state["rng"])
@@ -409,9 +419,6 @@ class Propulator:
                 self.propagator.load_state_dict(state["propagator"])
             self._owed_replacements = int(state["owed_replacements"])
             self._next_owner = int(state["next_owner"])
-        self._population = Population()
-        self._population.extend(population or [])
-        self._learn_from(self._population)
         self._progress.begin(self._population)
         if header["limits"] is not None:
             self._open_writer(SearchSpace.of(header["limits"]))
@@ -624,6 +631,12 @@ class Propulator:
                 f"Island {self.island_idx}, worker {self.island_rank}, generation {self.generation}: {ind}"
             )
 
+    def _observe(self, individuals: Iterable[Individual]) -> None:
+        """Show the propagator individuals that entered the population (if it learns from them)."""
+        if self._observer is not None:
+            for ind in individuals:
+                self._observer(ind)
+
     def _learn_from(self, individuals: Iterable[Individual]) -> None:
         """Let this worker's surrogate take in what other workers' surrogates learned from ``individuals``."""
         if self.surrogate_factory is None:
@@ -641,6 +654,7 @@ class Propulator:
         for ind in added:
             self._population.add(ind)
             self._record(kind, ind)
+        self._observe(added)
         if kind is Record.ARRIVED:
             self._learn_from(added)
         elif kind is Record.EVALUATED:
@@ -690,6 +704,7 @@ class Propulator:
             space = self._peer_spaces[source]
             added = [unpack(space, *row) for row in rows]
             population.extend(added)
+            self._observe(added)
             self._learn_from(added)
             self._progress.count(added)
         for uid in deactivated:

@@ -41,9 +41,18 @@ def as_list(result: Individual | Sequence[Individual]) -> list[Individual]:
 class Propagator:
     """Base class of every propagator (evolutionary operator).
 
-    Subclasses implement :meth:`__call__`. Optional hooks: :attr:`breeding_pool` (defaults to all active
-    individuals) and :meth:`state_dict` / :meth:`load_state_dict` for propagators with state worth
-    checkpointing (default: none).
+    Subclasses implement :meth:`__call__`. Optional hooks, each doing nothing by default:
+
+    - :attr:`breeding_pool`: how many of the best active individuals :meth:`__call__` is given (default: all);
+    - :meth:`bind`: called once before the first breeding with the worker's place in its island;
+    - :meth:`observe`: called once for every individual that enters the worker's population, whoever
+      evaluated it, so that a propagator can learn in O(1) per evaluation (ask/tell);
+    - :meth:`reject`: called when the loop discards an offspring that repeats an individual the island
+      already knows, before it calls :meth:`__call__` again;
+    - :meth:`state_dict` / :meth:`load_state_dict`: the state worth checkpointing.
+
+    One breeding is therefore: ``__call__`` (and, for each offspring discarded as a duplicate, ``reject``
+    and ``__call__`` again), then the evaluation, then ``observe`` of the evaluated individual.
 
     Parameters
     ----------
@@ -92,12 +101,48 @@ class Propagator:
         """
         return None
 
-    def bind(self, island_rank: int) -> None:
+    def bind(self, island_rank: int, island_size: int = 1) -> None:
         """Learn which worker of its island this propagator breeds for.
 
-        Called by the loop before the first breeding, with the worker's rank in its island (not the MPI
-        world rank). Propagators that keep one particle or vertex per worker use it; the default ignores it.
+        Called by the loop before the first breeding (and before :meth:`load_state_dict` on a resume).
+
+        Parameters
+        ----------
+        island_rank : int >= 0
+            The worker's rank in its island (not the MPI world rank). Propagators that keep one particle
+            or vertex per worker use it.
+        island_size : int >= 1
+            The number of workers of the island: how many evaluations run at once. Propagators whose
+            generations should grow with the parallelism use it.
         """
+
+    def observe(self, ind: Individual) -> None:
+        """Learn of an individual that entered this worker's population.
+
+        Called by the loop once per individual, in the order they arrive: the worker's own evaluations
+        right after they end, its island peers' evaluations and immigrants as they are received, and
+        after a resume every individual of the restored population, before :meth:`load_state_dict`.
+        Failed and pruned evaluations are observed too (see :attr:`Individual.status`), and so are
+        individuals that were deactivated (emigrated) before the next breeding.
+
+        Parameters
+        ----------
+        ind : Individual
+            The individual; the propagator must not modify it.
+        """
+
+    def reject(self, ind: Individual) -> None:
+        """Learn that the loop discarded ``ind``, an offspring of the last call, as a duplicate.
+
+        Its parameters equal those of an individual the island already knows (evaluated, or being
+        evaluated by some worker). The loop calls :meth:`__call__` again afterwards, a bounded number of
+        times; a propagator whose proposals are deterministic should then propose something else.
+        """
+
+    @property
+    def observes(self) -> bool:
+        """Whether :meth:`observe` does anything: the loop skips the call per individual otherwise."""
+        return type(self).observe is not Propagator.observe
 
     def state_dict(self) -> dict[str, Any]:
         """Return the state to checkpoint (none by default)."""
@@ -158,6 +203,7 @@ class Conditional(Propagator):
         self.pop_size = check_int("pop_size", pop_size, 1)
         self.true_prop = true_prop
         self.false_prop = false_prop
+        self._observers = [p for p in (true_prop, false_prop) if p.observes]
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
         chosen = self.true_prop if len(inds) >= self.pop_size else self.false_prop
@@ -171,9 +217,21 @@ class Conditional(Propagator):
             return None
         return max(self.pop_size, true_pool, false_pool)
 
-    def bind(self, island_rank: int) -> None:  # noqa: D102
-        self.true_prop.bind(island_rank)
-        self.false_prop.bind(island_rank)
+    def bind(self, island_rank: int, island_size: int = 1) -> None:  # noqa: D102
+        self.true_prop.bind(island_rank, island_size)
+        self.false_prop.bind(island_rank, island_size)
+
+    def observe(self, ind: Individual) -> None:  # noqa: D102
+        for propagator in self._observers:
+            propagator.observe(ind)
+
+    def reject(self, ind: Individual) -> None:  # noqa: D102
+        self.true_prop.reject(ind)
+        self.false_prop.reject(ind)
+
+    @property
+    def observes(self) -> bool:  # noqa: D102
+        return bool(self._observers)
 
     def state_dict(self) -> dict[str, Any]:  # noqa: D102
         return {"true_prop": self.true_prop.state_dict(), "false_prop": self.false_prop.state_dict()}
@@ -208,6 +266,7 @@ class Compose(Propagator):
                 )
         super().__init__(propagators[0].parents, propagators[-1].offspring)
         self.propagators = list(propagators)
+        self._observers = [p for p in self.propagators if p.observes]
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
         for propagator in self.propagators:
@@ -218,9 +277,21 @@ class Compose(Propagator):
     def breeding_pool(self) -> int | None:  # noqa: D102
         return self.propagators[0].breeding_pool
 
-    def bind(self, island_rank: int) -> None:  # noqa: D102
+    def bind(self, island_rank: int, island_size: int = 1) -> None:  # noqa: D102
         for propagator in self.propagators:
-            propagator.bind(island_rank)
+            propagator.bind(island_rank, island_size)
+
+    def observe(self, ind: Individual) -> None:  # noqa: D102
+        for propagator in self._observers:
+            propagator.observe(ind)
+
+    def reject(self, ind: Individual) -> None:  # noqa: D102
+        for propagator in self.propagators:
+            propagator.reject(ind)
+
+    @property
+    def observes(self) -> bool:  # noqa: D102
+        return bool(self._observers)
 
     def state_dict(self) -> dict[str, Any]:  # noqa: D102
         return {str(i): p.state_dict() for i, p in enumerate(self.propagators)}
