@@ -23,7 +23,7 @@ from ..propagators import (
     SelectUniform,
 )
 from ..space import SearchSpace
-from ..validation import check_int, check_probability
+from ..validation import check_int, check_probability, check_real
 
 __all__ = ["get_default_propagator", "set_logger_config"]
 
@@ -37,23 +37,48 @@ def get_default_propagator(
     sigma_factor: float = 0.05,
     rng: random.Random | None = None,
 ) -> Propagator:
-    """Return the default genetic propagator.
+    """Return the default genetic propagator: Propulate 1.2.2's, configured as 1.2.2's code configures it.
 
-    Until ``pop_size`` individuals are active it samples uniformly. Then: take the best ``pop_size``
-    active individuals, pick two uniformly, cross them over uniformly (probability ``crossover_prob``),
-    redraw one parameter (``mutation_prob``), add Gaussian noise to one float parameter if the space has one
-    (``mutation_prob``), and replace the result by a fresh random individual with ``random_init_prob``.
+    Until ``pop_size`` individuals are active, every individual is drawn uniformly from the search space.
+    Then each child is bred in these steps:
+
+    1. take the ``pop_size`` active individuals of lowest loss and pick two of them uniformly, in random
+       order;
+    2. uniform crossover, always: each parameter comes from the first parent with probability
+       ``crossover_prob``, else from the second;
+    3. with probability ``mutation_prob``, one parameter, drawn uniformly, is redrawn uniformly from its
+       range (point mutation);
+    4. if the search space has a float parameter: one float parameter, drawn uniformly, gets a Gaussian step
+       of standard deviation ``sigma_factor`` times its range, clipped to the range — on every child;
+    5. with probability ``random_init_prob`` the child is replaced by one drawn uniformly from the space.
+
+    The loop never evaluates a child whose parameter values the island already knows: it breeds again
+    (see :mod:`propulate.breeding`).
+
+    This is what Propulate 1.2.2's code does, and it differs from that function's docstring, which calls
+    ``crossover_prob`` "the uniform-crossover probability" and suggests the steps 2 and 4 happen with a
+    probability: 1.2.2 passes ``crossover_prob`` as ``CrossoverUniform``'s first argument,
+    ``relative_parent_contribution``, with the default ``probability=1.0``, and builds
+    ``IntervalMutationNormal`` with ``probability=1.0``. We follow the code, because the behaviour of
+    1.2.2's runs is what its users tuned their settings against, and because a reading of the docstring
+    (crossover with probability 0.7, the Gaussian step with 0.4) lets about a quarter of the children pass
+    through as unchanged copies of a parent: evaluations spent on configurations already evaluated.
 
     Parameters
     ----------
     pop_size : int >= 2
         Size of the breeding pool (two parents are drawn from it).
-    limits : dict
+    limits : dict or SearchSpace
         The search space.
-    crossover_prob, mutation_prob, random_init_prob : float in [0, 1]
-        Probabilities of the steps above.
+    crossover_prob : float in [0, 1]
+        Probability that a parameter of the child comes from the first parent (1.2.2's
+        ``relative_parent_contribution``).
+    mutation_prob : float in [0, 1]
+        Probability of the point mutation of step 3.
+    random_init_prob : float in [0, 1]
+        Probability of replacing the child by a uniform draw (step 5).
     sigma_factor : float > 0
-        Standard deviation of the Gaussian mutation as a fraction of a parameter's range.
+        Standard deviation of the Gaussian step as a fraction of the parameter's range.
     rng : random.Random, optional
         The generator shared by the operators.
 
@@ -65,24 +90,25 @@ def get_default_propagator(
     Raises
     ------
     ValueError
-        If ``pop_size`` < 2, a probability is outside [0, 1], or ``limits`` is invalid.
+        If ``pop_size`` < 2, a probability is outside [0, 1], ``sigma_factor`` is not positive, or
+        ``limits`` is invalid.
     """
     check_int("pop_size", pop_size, 2, "an int >= 2 (the crossover needs two parents)")
     check_probability("crossover_prob", crossover_prob)
     check_probability("mutation_prob", mutation_prob)
     check_probability("random_init_prob", random_init_prob)
+    if not check_real("sigma_factor", sigma_factor) > 0:
+        raise ValueError(f"sigma_factor: expected a positive number, got {sigma_factor!r}")
     space = SearchSpace.of(limits)
     rng = rng if rng is not None else random.Random()
     steps: list[Propagator] = [
         SelectMin(pop_size),
         SelectUniform(2, rng=rng),
-        CrossoverUniform(probability=crossover_prob, rng=rng),
+        CrossoverUniform(relative_parent_contribution=crossover_prob, probability=1.0, rng=rng),
         PointMutation(space, probability=mutation_prob, rng=rng),
     ]
     if space.has_float:
-        steps.append(
-            IntervalMutationNormal(space, sigma_factor=sigma_factor, probability=mutation_prob, rng=rng)
-        )
+        steps.append(IntervalMutationNormal(space, sigma_factor=sigma_factor, probability=1.0, rng=rng))
     steps.append(InitUniform(space, parents=1, probability=random_init_prob, rng=rng))
     return Conditional(pop_size, Compose(steps), InitUniform(space, rng=rng))
 
