@@ -6,7 +6,8 @@ dropped lazily when they reach the top. Reading the best ``k`` costs O(k log n);
 The last answer is kept as a sorted list and updated on each addition (O(k) when the newcomer is among
 the best, O(1) otherwise), so a worker that breeds from the same few best again and again reads them in
 O(k); a deactivation among them drops it. Pollination needs the worst few: a second heap, ordered the
-other way, is built on the first such request and kept from then on.
+other way, is built on the first such request and kept from then on. A set of hashes of every member's
+parameter values (:meth:`SearchSpace.key`) tells in O(1) whether a configuration is known.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ class Population:
         # The best ``_top_k`` active individuals as heap entries, best first; None when not known.
         self._top: list[tuple[float, int, Individual]] | None = None
         self._top_k = 0
+        # SearchSpace.key of every member's parameter values, whatever its status: what the island knows.
+        self._keys: set[int] = set()
 
     def __len__(self) -> int:
         return len(self._members)
@@ -58,6 +61,19 @@ class Population:
         """Number of active individuals."""
         return len(self._active)
 
+    @property
+    def n_distinct(self) -> int:
+        """Number of distinct parameter configurations among the members (of any status)."""
+        return len(self._keys)
+
+    def knows(self, key: int) -> bool:
+        """Whether a member has the parameter values of :meth:`SearchSpace.key` ``key``; O(1).
+
+        Every member counts, active or not, evaluated, failed or pruned: the island has spent an
+        evaluation on it. Members of another search space (none in a run) are compared by key alone.
+        """
+        return key in self._keys
+
     def get(self, uid: int) -> Individual | None:
         """Return the individual with this ``uid``, or ``None``."""
         return self._members.get(uid)
@@ -71,6 +87,7 @@ class Population:
             self._pending_deactivation.discard(uid)
             ind.active = False
         self._members[uid] = ind
+        self._keys.add(ind.space.key(ind.position))
         if not ind.active or ind.status in _UNUSABLE:
             return
         self._active[uid] = ind

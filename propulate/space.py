@@ -16,11 +16,12 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import itertools
 import logging
 import math
 import numbers
 import random
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
@@ -177,6 +178,10 @@ class SearchSpace:
         upper.flags.writeable = False
         self.lower: np.ndarray = lower
         self.upper: np.ndarray = upper
+        # Slots whose decoded value is not the slot's own value: integers (rounded and clipped) and
+        # category blocks (argmax); see key().
+        self._int_slots = np.array([p.offset for p in params if p.kind is Kind.INT], dtype=np.intp)
+        self._blocks = tuple((p.offset, p.width) for p in params if p.kind is Kind.CATEGORICAL)
         self.fingerprint: str = hashlib.sha1(repr(sorted(self.limits.items())).encode()).hexdigest()[:16]
         # The normalized limits in order, as a Python literal: equal for equal spaces, and all a pickle needs.
         self.signature: str = repr(tuple(self.limits.items()))
@@ -210,6 +215,72 @@ class SearchSpace:
     def has_float(self) -> bool:
         """Whether the space has at least one continuous parameter."""
         return any(p.kind is Kind.FLOAT for p in self.parameters)
+
+    @property
+    def size(self) -> int | None:
+        """The number of distinct configurations, or ``None`` if there are infinitely many.
+
+        A float range of positive width has infinitely many values; one of zero width (``low == high``)
+        has one, an integer range ``high - low + 1``, a categorical parameter one per category.
+        """
+        size = 1
+        for p in self.parameters:
+            if p.kind is Kind.FLOAT:
+                if p.high > p.low:
+                    return None
+            elif p.kind is Kind.INT:
+                size *= int(p.high) - int(p.low) + 1
+            else:
+                size *= p.width
+        return size
+
+    def key(self, position: np.ndarray) -> int:
+        """Return a hash of the values ``position`` decodes to: equal for positions of equal values.
+
+        Integers are rounded and clipped and categories read by argmax, as :meth:`decode_one` does, so
+        that two positions that differ only inside a category block or below an integer's rounding have
+        the same key; ``-0.0`` and ``0.0`` are one value. O(number of slots), without decoding into Python
+        objects. The hash is Python's own, salted per process: compare keys within one process only.
+
+        Parameters
+        ----------
+        position : numpy.ndarray
+            An embedding of this space, shape ``(ndim,)``; not modified.
+        """
+        canonical = position + 0.0  # a copy in which -0.0 is 0.0
+        ints = self._int_slots
+        if ints.size:
+            canonical[ints] = np.clip(np.round(canonical[ints]), self.lower[ints], self.upper[ints]) + 0.0
+        for offset, width in self._blocks:
+            block = canonical[offset : offset + width]
+            which = block.argmax()
+            block[:] = 0.0
+            block[which] = 1.0
+        return hash(canonical.tobytes())
+
+    def configurations(self) -> Iterator[np.ndarray]:
+        """Yield the position of every configuration of a finite space, in lexicographic order.
+
+        Raises
+        ------
+        ValueError
+            If the space is infinite (see :attr:`size`).
+        """
+        if self.size is None:
+            raise ValueError("configurations: the search space has a float range; it is infinite")
+        choices: list[list[Any]] = []
+        for p in self.parameters:
+            if p.kind is Kind.FLOAT:
+                choices.append([p.low])
+            elif p.kind is Kind.INT:
+                choices.append(list(range(int(p.low), int(p.high) + 1)))
+            else:
+                choices.append(list(p.categories))
+        for values in itertools.product(*choices):
+            position = np.zeros(self.ndim)
+            for p, value in zip(self.parameters, values, strict=True):
+                self.encode_one(position, p, value)
+            yield position
 
     def decode_one(self, position: np.ndarray, p: Parameter) -> Any:
         """Read parameter ``p`` from ``position`` (ints rounded and clipped, categories by argmax)."""
