@@ -7,11 +7,15 @@ every message it sent has been received, and after a non-blocking barrier that e
 that state, nothing is left in flight (the NBX algorithm of Hoefler, Siebert & Lumsdaine, "Scalable
 communication protocols for dynamic sparse data exchange", PPoPP 2010).
 
-A destination that has not yet matched the last few messages sent to it (it is busy, or the transport lags,
-as with more ranks than cores) gets the next messages coalesced into one batch, sent as soon as it catches
-up or after a short delay at most: the number of messages in flight to a rank stays small however fast
-results come, and a slow receiver costs one message per batch, not one per result (the idea of Nagle's
-algorithm, RFC 896). The receiver sees the same objects in the same order either way.
+A destination that has not yet matched the last :data:`WINDOW` messages sent to it (it is busy, or the
+transport lags, as with more ranks than cores) gets the next messages coalesced into one batch, sent as soon
+as it catches up or after a short delay at most: the number of messages in flight to a rank stays bounded
+however fast results come, and a slow receiver costs one message per batch, not one per result (the idea of
+Nagle's algorithm, RFC 896). The receiver sees the same objects in the same order either way. The window is
+wide enough that a receiver that was not scheduled for a while (more ranks than cores, a cheap loss
+function) finds its peers' news delivered when it runs again, not waiting in the outboxes of peers that
+are not scheduled now: what a worker breeds from, and which configurations it knows are being evaluated,
+depend on it.
 """
 
 from __future__ import annotations
@@ -27,11 +31,17 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["Backoff", "Mailbox", "Tag", "drain"]
+__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "drain"]
 
 # Give the processor to another runnable process, if there is one (not available on every platform).
 _yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
 
+
+#: Messages in flight to one rank before further ones are coalesced. With a window of 4, 8 ranks on 2 cores
+#: and a loss function that costs nothing, news sat in the outboxes of descheduled senders for
+#: milliseconds: workers bred from 92 % of their island's results and bred configurations a peer had
+#: announced (about 1 in 100 evaluations repeated one); with 64, 99.8 % and none in 4 x 240 evaluations.
+WINDOW = 64
 
 #: Rounds in a row that took in nothing visible before :meth:`Mailbox.receive` stops (see there): a poll
 #: can take in a packet for another tag or communicator, so one is not enough; each further poll costs
@@ -117,7 +127,7 @@ class Mailbox:
         Seconds a message may wait in an outbox at most (checked whenever the mailbox is used).
     """
 
-    def __init__(self, comm: MPI.Comm, window: int = 4, max_delay: float = 0.05) -> None:
+    def __init__(self, comm: MPI.Comm, window: int = WINDOW, max_delay: float = 0.05) -> None:
         self.comm = comm
         self.window = window
         self.max_delay = max_delay
