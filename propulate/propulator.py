@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from .breeding import MAX_WAIT, Breeder
 from .checkpoint import (
     CheckpointError,
     CheckpointWriter,
@@ -37,10 +38,10 @@ from .evaluation import Evaluator, WorkerChannel, make_surrogate
 from .individual import Individual, Status, unpack
 from .lifecycle import StopConditions, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
-from .mpi.messaging import Mailbox, Tag, drain
+from .mpi.messaging import Backoff, Mailbox, Tag, drain
 from .population import Population
 from .progress import Progress
-from .propagators.base import Propagator, SelectMax, SelectMin, as_list
+from .propagators.base import Propagator, SelectMax, SelectMin
 from .space import SearchSpace
 from .validation import check_int, check_probability, check_seconds
 
@@ -249,7 +250,11 @@ class Propulator:
         self.pollination = bool(pollination)
         self.start_time = math.nan
         self.island_rank = -1
-        self._breeding_pool: int | None = None
+        self._breeder = Breeder(propagator, self._population, self.rng)  # rebuilt when a session begins
+        # Stored since the island's other workers were last told (see _tell_island).
+        self._news: list[Individual] = []
+        self._news_deactivated: list[int] = []
+        self._started = 0  # evaluations this worker started in this session
         # The search space last named to the island's peers, and the one each peer last named to us.
         self._sent_space: SearchSpace | None = None
         self._peer_spaces: dict[int, SearchSpace] = {}
@@ -408,6 +413,15 @@ class Propulator:
             ind.current = self.island_rank
         self._population = Population()
         self._population.extend(population or [])
+        self._breeder = Breeder(
+            self.propagator,
+            self._population,
+            self.rng,
+            f"Island {self.island_idx}, worker {self.island_rank}",
+            loud=self.island_rank == 0,
+        )
+        self._breeder.expect(self._island_peers, time.monotonic())
+        self._started = 0
         self._learn_from(self._population)
         # The propagator learns the restored population first; a saved state then replaces what it
         # rebuilt from it (see Propagator.observe).
@@ -527,17 +541,20 @@ class Propulator:
     # ----------------------------------------------------------------------------------------- loop
 
     def _work(self, logging_interval: int, debug: int) -> None:
-        # The pool a propagator breeds from is part of its structure: read once, not every generation.
-        self._breeding_pool = (
-            self.propagator.breeding_pool if isinstance(self.propagator, Propagator) else None
-        )
         self._progress.counting = debug >= 1 and self._progress.island_head
         while self._requeue or self.generations == -1 or self.generation < self.generations:
             self._receive(debug)
             if self._should_stop():
                 break
+            self._await_peers()
             redo = bool(self._requeue)
-            ind = self._requeue.pop(0) if redo else self._breed()
+            ind = self._requeue.pop(0) if redo else self._breed_and_announce()
+            if ind is None:
+                self._request_stop(self._exhausted_text())
+                break
+            if redo:
+                self._started += 1
+                self._tell_island(announce=ind)
             if ind.uid < 0:
                 ind.uid = self._mint_uid()
             ind.status = Status.PENDING
@@ -547,9 +564,7 @@ class Propulator:
                 # Left pending in the checkpoint: evaluated again on resume.
                 self._request_stop(self._stop_reason or "an evaluation was interrupted")
                 break
-            self._introduce(
-                [ind], self._select_replaced() if self._owed_replacements else [], Record.EVALUATED
-            )
+            self._store([ind], self._select_replaced() if self._owed_replacements else [], Record.EVALUATED)
             if ind.status is Status.FAILED and self.on_failure == "stop":
                 self._request_stop(
                     f"worker {self.island_rank} of island {self.island_idx} failed", abort=True
@@ -586,15 +601,55 @@ class Propulator:
         elapsed = time.time() - self.start_time
         return f"{len(self._population)} individuals known, best loss {best_loss}, {elapsed:.1f} s elapsed"
 
-    def _breed(self) -> Individual:
-        pool = self._breeding_pool
-        parents = self._population.best(pool) if pool is not None else self._population.active()
-        offspring = as_list(self.propagator(parents))
-        if not offspring or not isinstance(offspring[0], Individual):
-            raise TypeError(f"propagator {self.propagator!r} returned {offspring!r}; expected individuals")
-        ind = offspring[0]
-        if ind.uid >= 0:
-            ind = ind.child()  # the propagator passed a population member through
+    def _await_peers(self) -> None:
+        """Give island peers whose news is late a bounded time to deliver it, before breeding.
+
+        A worker far ahead of a peer whose evaluation should have ended (see :meth:`Breeder.behind`)
+        takes in messages, yielding the processor between polls, until that peer's news arrives or
+        :data:`propulate.breeding.MAX_WAIT` seconds pass: with more ranks than cores the peer may simply not
+        have been scheduled, and with a cheap loss function a few milliseconds decide whether the worker
+        breeds from its island's results or from its own. It first sends its own news, so that peers
+        waiting for it do not wait in vain. A peer that is busy with an evaluation not yet due is not
+        waited for, so costly evaluations do not pay for this.
+        """
+        breeder = self._breeder
+        if not breeder.behind(self._started, time.monotonic()):
+            return
+        self._tell_island()
+        deadline = time.monotonic() + MAX_WAIT
+        backoff = Backoff()
+        while self._stop_reason is None:
+            if self._receive():
+                backoff.reset()
+            now = time.monotonic()
+            if now >= deadline or not breeder.behind(self._started, now):
+                return
+            backoff.wait()
+
+    def _breed_and_announce(self) -> Individual | None:
+        """Breed this worker's next individual and tell the island; none if a finite space is exhausted.
+
+        The announcement goes with what this worker learned since it last told its island. Two workers
+        that bred the same configuration at the same time cannot know it from each other before they
+        announce it, so each takes in what arrived meanwhile and breeds again if a peer announced, or
+        evaluated, the same configuration: a duplicate then needs both announcements to cross within the
+        time a poll takes, not within the time a breeding takes.
+        """
+        self._started += 1
+        while True:
+            ind = self._breed()
+            if ind is None:
+                return None
+            self._tell_island(announce=ind)
+            self._receive()
+            if not self._breeder.is_known(ind.space.key(ind.position)):
+                return ind
+
+    def _breed(self) -> Individual | None:
+        """Breed this worker's next individual (none: every configuration of a finite space is known)."""
+        ind = self._breeder.breed()
+        if ind is None:
+            return None
         ind.generation = self.generation
         ind.rank = self.island_rank
         ind.island = self.island_idx
@@ -649,8 +704,12 @@ class Propulator:
         self._introduced += 1
         return make_uid(self._session, self._world.rank, self._introduced - 1)
 
-    def _introduce(self, added: list[Individual], deactivated: list[int], kind: Record) -> None:
-        """Store new individuals and deactivations, checkpoint them, and tell the island's other workers."""
+    def _exhausted_text(self) -> str:
+        size = self._breeder.space.size if self._breeder.space is not None else "its"
+        return f"the search space is exhausted: all {size} configurations are evaluated or being evaluated"
+
+    def _store(self, added: list[Individual], deactivated: list[int], kind: Record) -> None:
+        """Store new individuals and deactivations and checkpoint them; the island hears of them next."""
         for ind in added:
             self._population.add(ind)
             self._record(kind, ind)
@@ -664,7 +723,33 @@ class Propulator:
             if self._writer is not None:
                 self._writer.deactivated(uid, self.island_idx)
         if self._island_peers:
-            self._mail.send((self._pack(added), deactivated), self._island_peers, Tag.ISLAND_UPDATE)
+            self._news.extend(added)
+            self._news_deactivated.extend(deactivated)
+
+    def _tell_island(self, announce: Individual | None = None, retire: bool = False) -> None:
+        """Send the island's other workers what this worker stored since it last told them.
+
+        With ``announce``, also the individual this worker starts evaluating, so that no peer breeds the
+        same configuration meanwhile (see :mod:`propulate.breeding`), with how many evaluations it has
+        started and how long they take; its evaluated individual reaches the peers with the next
+        announcement, so one message per generation carries both. With ``retire``, that this worker
+        breeds no more.
+        """
+        if not self._island_peers:
+            return
+        announced: tuple[SearchSpace | None, bytes | None, int, float] | None = None
+        if announce is not None:
+            named = None if announce.space is self._sent_space else announce.space
+            self._sent_space = announce.space
+            announced = (named, announce.position.tobytes(), self._started, self._mean_period)
+        elif retire:
+            announced = (None, None, self._started, self._mean_period)
+        elif not (self._news or self._news_deactivated):
+            return
+        chunks = self._pack(self._news)
+        self._mail.send((chunks, self._news_deactivated, announced), self._island_peers, Tag.ISLAND_UPDATE)
+        self._news = []
+        self._news_deactivated = []
 
     def _pack(self, added: list[Individual]) -> list[_Chunk]:
         """Individuals for island peers: packed, in runs of one search space, named only when it changes.
@@ -696,7 +781,19 @@ class Propulator:
                 self._progress.take(obj)
         return bool(messages)
 
-    def _take_update(self, source: int, chunks: list[_Chunk], deactivated: list[int]) -> None:
+    def _receive_and_forward(self) -> bool:
+        """At the end of the run: take in what arrived, and pass immigrants on to the island at once."""
+        received = self._receive()
+        self._tell_island()
+        return received
+
+    def _take_update(
+        self,
+        source: int,
+        chunks: list[_Chunk],
+        deactivated: list[int],
+        announced: tuple[SearchSpace | None, bytes | None, int, float] | None,
+    ) -> None:
         population = self._population
         for named, rows in chunks:
             if named is not None:
@@ -709,6 +806,15 @@ class Propulator:
             self._progress.count(added)
         for uid in deactivated:
             population.deactivate(uid)
+        if announced is not None:
+            named, position, started, period = announced
+            if named is not None:
+                self._peer_spaces[source] = named
+            if position is None:
+                self._breeder.retire(source)
+            else:
+                key = self._peer_spaces[source].key(np.frombuffer(position))
+                self._breeder.announce(source, key, started, period, time.monotonic())
 
     # ------------------------------------------------------------------------------------- migration
 
@@ -742,7 +848,7 @@ class Propulator:
                     f"to island {target}."
                 )
         if departed:
-            self._introduce([], departed, Record.DEACTIVATED)
+            self._store([], departed, Record.DEACTIVATED)
 
     def _take_immigrants(self, origin: int, travellers: list[Individual], debug: int) -> None:
         replaced: list[int] = []
@@ -752,7 +858,7 @@ class Propulator:
         for traveller in travellers:
             traveller.current = self._next_owner
             self._next_owner = (self._next_owner + 1) % self._island.size
-        self._introduce(travellers, replaced, Record.ARRIVED)
+        self._store(travellers, replaced, Record.ARRIVED)
         if debug >= 3:
             log.info(
                 f"Island {self.island_idx}: {len(travellers)} immigrant(s) from island {origin}, "
@@ -782,10 +888,11 @@ class Propulator:
         """
         if self._worker.size > 1:
             self._channel.send_stop()
-        drain(self._mail, self._receive)
+        self._tell_island(retire=True)
+        drain(self._mail, self._receive_and_forward)
         if self._progress.counting:
             self._progress.report()
-        drain(self._mail, self._receive)
+        drain(self._mail, self._receive_and_forward)
         if self._writer is not None:
             self._snapshot(force=True)
             self._writer.close()

@@ -1,0 +1,228 @@
+"""Breeding without repeats: the propagator's offspring, unless the island already knows its parameters.
+
+Every evaluation costs a user minutes to hours of training, so a worker never spends one on parameter values
+its island already knows: evaluated (whatever the outcome), or being evaluated by one of its workers as far
+as this worker has been told (each worker announces what it evaluates when it starts). Values are compared
+by a hash of what they decode to (:meth:`SearchSpace.key`), so the check costs O(1), not a scan of the
+population.
+
+An offspring that repeats a known configuration is handed back to the propagator (:meth:`Propagator.reject`)
+and the propagator is called again, up to :data:`MAX_ATTEMPTS` times. A propagator that only repeats (a
+converged population, a swarm at rest, a selection passed through as the whole propagator) is replaced for
+that breeding by a uniform draw from the search space, up to :data:`MAX_DRAWS` draws. In a finite search
+space (integer and categorical parameters only) where the draws find nothing new either, the configurations
+nobody has evaluated are listed once and drawn from; when there are none, the search space is exhausted and
+:meth:`Breeder.breed` returns ``None``: the loop then stops the run, since every configuration has been
+evaluated (a space of 12 configurations costs 12 evaluations, whatever the budget).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .individual import Individual
+from .population import Population
+from .propagators.base import Propagator, as_list
+from .space import SearchSpace
+
+__all__ = ["MAX_ATTEMPTS", "MAX_DRAWS", "MAX_LAG", "MAX_WAIT", "Breeder"]
+
+log = logging.getLogger("propulate")
+
+#: Calls of the propagator per breeding before a configuration is drawn uniformly instead.
+MAX_ATTEMPTS = 16
+#: Uniform draws per breeding before a finite space's unevaluated configurations are listed.
+MAX_DRAWS = 64
+#: How many evaluations an island peer may have started fewer than this worker before the worker gives
+#: the peer's news time to arrive (see :meth:`Breeder.behind`).
+MAX_LAG = 2
+#: Seconds a worker gives late news of its island peers to arrive before it breeds, at most.
+MAX_WAIT = 0.01
+
+
+class Breeder:
+    """Breeds the individuals one worker evaluates, none of them a configuration its island knows.
+
+    Parameters
+    ----------
+    propagator : Propagator or callable
+        Breeds offspring from a list of parents (see :class:`Propagator`); the first offspring counts.
+    population : Population
+        The worker's view of its island: the parents, and the configurations it knows.
+    rng : random.Random
+        The worker's generator, for uniform draws when the propagator only repeats.
+    name : str
+        Who breeds, for the log (e.g. ``"Island 0, worker 3"``).
+    loud : bool
+        Log at INFO (one worker per island), else at DEBUG, the first time this worker draws uniformly.
+
+    Attributes
+    ----------
+    repeats : int
+        Offspring discarded so far because they repeated a known configuration.
+    draws : int
+        Breedings so far in which the propagator only repeated and a uniform draw was evaluated instead.
+    space : SearchSpace or None
+        The search space of the offspring, once one was bred.
+    """
+
+    def __init__(
+        self,
+        propagator: Propagator | Callable[[list[Individual]], Any],
+        population: Population,
+        rng: random.Random,
+        name: str = "",
+        loud: bool = False,
+    ) -> None:
+        self.propagator = propagator
+        self.population = population
+        self.rng = rng
+        self.name = name
+        self.loud = loud
+        # The pool a propagator breeds from is part of its structure: read once, not every generation.
+        self.pool = propagator.breeding_pool if isinstance(propagator, Propagator) else None
+        self.repeats = 0
+        self.draws = 0
+        self.space: SearchSpace | None = None
+        # What each island peer evaluates now, as far as it told us, and how many peers evaluate each key.
+        self._announced: dict[int, int] = {}
+        self._running: Counter[int] = Counter()
+        # Per island peer still breeding: evaluations it started this session, when it told us of the
+        # last one (time.monotonic()), and how long its evaluations take on average (seconds).
+        self._peers: dict[int, tuple[int, float, float]] = {}
+        # A finite space's unevaluated configurations as (key, position), listed once when first needed.
+        self._unlisted: list[tuple[int, np.ndarray]] | None = None
+
+    # ------------------------------------------------------------------------------------- knowing
+
+    def expect(self, peers: list[int], now: float) -> None:
+        """Start counting the island peers' progress: none has started an evaluation yet."""
+        self._peers = {peer: (0, now, 0.0) for peer in peers}
+
+    def announce(self, peer: int, key: int, started: int, period: float, now: float) -> None:
+        """Note that ``peer`` started evaluating the configuration of ``key`` (its previous one is done).
+
+        Parameters
+        ----------
+        peer : int
+            Who tells.
+        key : int
+            :meth:`SearchSpace.key` of the configuration it evaluates now.
+        started : int
+            How many evaluations it has started this session, this one included.
+        period : float
+            Its mean evaluation time so far, seconds.
+        now : float
+            ``time.monotonic()`` when the news arrived.
+        """
+        self._forget(peer)
+        self._announced[peer] = key
+        self._running[key] += 1
+        self._peers[peer] = (started, now, period)
+
+    def retire(self, peer: int) -> None:
+        """Note that ``peer`` stopped breeding: it evaluates nothing now, and nobody waits for it."""
+        self._forget(peer)
+        self._peers.pop(peer, None)
+
+    def _forget(self, peer: int) -> None:
+        previous = self._announced.pop(peer, None)
+        if previous is not None:
+            self._running[previous] -= 1
+            if not self._running[previous]:
+                del self._running[previous]
+
+    def behind(self, started: int, now: float) -> bool:
+        """Whether a peer's news should have arrived: it is behind, and its running evaluation is due.
+
+        A peer is behind when it has started more than :data:`MAX_LAG` evaluations fewer than this worker
+        (``started``); its evaluation is due when it told us of it at least its mean evaluation time ago.
+        A peer that is merely slower, busy with an evaluation that is not due yet, is not waited for; one
+        whose result is due is late only because its messages are (or it has not been scheduled: more
+        ranks than cores). O(number of peers).
+        """
+        for peer_started, told, period in self._peers.values():
+            if started - peer_started > MAX_LAG and now - told >= period:
+                return True
+        return False
+
+    def is_known(self, key: int) -> bool:
+        """Whether the island evaluated this configuration or a peer announced it; O(1)."""
+        return self.population.knows(key) or key in self._running
+
+    def _exhausted(self, space: SearchSpace) -> bool:
+        """Whether every configuration of a finite ``space`` is evaluated or being evaluated."""
+        size = space.size
+        if size is None:
+            return False
+        running = sum(1 for key in self._running if not self.population.knows(key))
+        return self.population.n_distinct + running >= size
+
+    # ------------------------------------------------------------------------------------ breeding
+
+    def breed(self) -> Individual | None:
+        """Return a new individual of a configuration the island does not know.
+
+        Returns ``None`` if the search space is finite and every configuration is known (see the module
+        docstring).
+
+        Raises
+        ------
+        TypeError
+            If the propagator returns no individuals.
+        """
+        parents = self.population.best(self.pool) if self.pool is not None else self.population.active()
+        ind = self._offspring(parents)
+        space = self.space = ind.space
+        if not self.is_known(space.key(ind.position)):
+            return ind
+        for _ in range(MAX_ATTEMPTS - 1):
+            self.repeats += 1
+            if self._exhausted(space):
+                return None
+            if isinstance(self.propagator, Propagator):
+                self.propagator.reject(ind)
+            ind = self._offspring(parents)
+            if not self.is_known(ind.space.key(ind.position)):
+                return ind
+        self.repeats += 1
+        if isinstance(self.propagator, Propagator):
+            self.propagator.reject(ind)
+        return self._draw(space)
+
+    def _offspring(self, parents: list[Individual]) -> Individual:
+        offspring = as_list(self.propagator(parents))
+        if not offspring or not isinstance(offspring[0], Individual):
+            raise TypeError(f"propagator {self.propagator!r} returned {offspring!r}; expected individuals")
+        ind = offspring[0]
+        return ind.child() if ind.uid >= 0 else ind  # a population member passed through: a fresh copy
+
+    def _draw(self, space: SearchSpace) -> Individual | None:
+        """Draw a configuration the island does not know uniformly; ``None`` if a finite space has none."""
+        self.draws += 1
+        if self.draws == 1:
+            (log.info if self.loud else log.debug)(
+                f"{self.name}: the propagator bred only known configurations, {MAX_ATTEMPTS} times in a row; "
+                "a new configuration is drawn uniformly at random instead (logged once per worker)."
+            )
+        for _ in range(MAX_DRAWS):
+            position = space.sample(self.rng)
+            key = space.key(position)
+            if not self.is_known(key):
+                return Individual(position, space)
+        if space.size is None:
+            # Only a float range narrower than a few representable numbers gets here: take the last draw.
+            return Individual(position, space)
+        if self._unlisted is None:
+            self._unlisted = [(space.key(p), p) for p in space.configurations()]
+        self._unlisted = [(key, p) for key, p in self._unlisted if not self.is_known(key)]
+        if not self._unlisted:
+            return None
+        _, position = self._unlisted.pop(self.rng.randrange(len(self._unlisted)))
+        return Individual(position.copy(), space)
