@@ -435,6 +435,19 @@ def best(frame: pd.DataFrame, n: int = 5, distinct: bool = True) -> pd.DataFrame
     return frame.loc[ranked[:n]]
 
 
+def repeated(frame: pd.DataFrame) -> tuple[int, int]:
+    """Return how many finished evaluations repeat a configuration evaluated before: on their island, in all.
+
+    A configuration is the parameter values; evaluations are ordered by ``number``. An evaluation counts
+    as repeating one on its island when an earlier evaluation bred on the same island has the same values
+    (propulate breeds none, see :mod:`propulate.breeding`), and in all when any earlier one has (islands
+    that exchange no individuals may meet the same configuration).
+    """
+    params = [c for c in frame.columns if c.startswith("params_")]
+    done = frame.loc[frame["state"].isin(_FINISHED)].sort_values("number", kind="stable")
+    return int(done.duplicated(["island", *params]).sum()), int(done.duplicated(params).sum())
+
+
 def status_counts(frame: pd.DataFrame) -> pd.Series:
     """Return the number of evaluations per ``state``: the finished states always, the others if present."""
     counts = frame["state"].value_counts()
@@ -574,6 +587,10 @@ def format_report(
 
     lines += ["", "Evaluations by state"]
     lines += _indent(status_counts(frame).rename_axis(None).to_string())
+    on_island, in_all = repeated(frame)
+    lines.append(
+        f"  {on_island} repeated a configuration evaluated before on their island ({in_all} in all islands)"
+    )
 
     islands = island_summary(frame).reset_index()
     lines += ["", "Evaluations by island (where they were bred)"]

@@ -217,6 +217,13 @@ def test_best_counts_and_islands(population):
     )
     assert results.best(twice, 5)["value"].tolist() == [0.125, 0.25, 0.5]  # one row per configuration
     assert len(results.best(twice, 5, distinct=False)) == 4
+    # c and d, bred on island 1, have the same parameters; the last of ``twice`` repeats e on island 0.
+    assert results.repeated(frame) == (1, 1)
+    assert results.repeated(twice) == (2, 2)
+    elsewhere = results.to_dataframe(
+        [*population[:5], individual(1, 0, 7, 9.0, 1.0, loss=0.5, params=population[4].params())]
+    )
+    assert results.repeated(elsewhere) == (1, 2)  # e's configuration again, but bred on island 1
     with pytest.raises(ValueError, match="n: expected a positive integer"):
         results.best(frame, 0)
     assert results.status_counts(frame).to_dict() == {"COMPLETE": 3, "PRUNED": 1, "FAIL": 1}
