@@ -735,8 +735,10 @@ class Propulator:
         announcement, so one message per generation carries both. With ``retire``, that this worker
         breeds no more.
         """
-        if not self._island_peers:
+        news = self._news or self._news_deactivated
+        if not self._island_peers or not (news or retire or announce is not None):
             return
+        chunks = self._pack(self._news)  # first: the peers read the chunks first, and they may name the space
         announced: tuple[SearchSpace | None, bytes | None, int, float] | None = None
         if announce is not None:
             named = None if announce.space is self._sent_space else announce.space
@@ -744,9 +746,6 @@ class Propulator:
             announced = (named, announce.position.tobytes(), self._started, self._mean_period)
         elif retire:
             announced = (None, None, self._started, self._mean_period)
-        elif not (self._news or self._news_deactivated):
-            return
-        chunks = self._pack(self._news)
         self._mail.send((chunks, self._news_deactivated, announced), self._island_peers, Tag.ISLAND_UPDATE)
         self._news = []
         self._news_deactivated = []
