@@ -1,10 +1,13 @@
 """The asynchronous loop of one worker: breed, evaluate, share, migrate — never wait for anybody.
 
 Every worker of an island runs the same loop. It takes in whatever its island's other workers sent, breeds
-one individual from the island's population with the propagator, evaluates it (on all ranks of a multi-rank
-worker), stores it and sends it to every other worker of the island, and, with the migration probability,
-sends emigrants to other islands. Generations are a per-worker counter; there is no global barrier until
-the end of the run, where every message still in flight is received before ``propulate()`` returns.
+one individual from the island's population with the propagator — one whose parameter values the island
+does not know yet (see :mod:`propulate.breeding`) — and sends the island's other workers its news: the
+result of its last evaluation and the individual it evaluates now. It evaluates it (on all ranks of a
+multi-rank worker), stores it, and, with the migration probability, sends emigrants to other islands.
+Generations are a per-worker counter; there is no global barrier until the end of the run, where every
+message still in flight is received before ``propulate()`` returns. The one wait before breeding is
+bounded: a worker far ahead of a peer whose result is overdue gives it a few milliseconds to arrive.
 """
 
 from __future__ import annotations
@@ -35,10 +38,11 @@ from .checkpoint import (
 )
 from .errors import RunAbortedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
-from .individual import Individual, Status, unpack
+from .individual import Individual, Status
 from .lifecycle import StopConditions, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.messaging import Backoff, Mailbox, Tag, drain
+from .mpi.news import IslandNews
 from .population import Population
 from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin
@@ -52,9 +56,6 @@ log = logging.getLogger("propulate")
 # Seconds between snapshots of a worker's state (RNG, propagator) for the checkpoint: the writer's flush
 # interval, since a flush stores only the latest snapshot (a snapshot costs about 100 us after a wake-up).
 _SNAPSHOT_INTERVAL = 0.25
-
-# Packed individuals of one search space, the space named only when it changes (see Propulator._pack).
-_Chunk = tuple[SearchSpace | None, list[tuple[Any, ...]]]
 
 
 def _resume_wanted(resume: bool | None) -> bool:
@@ -251,13 +252,7 @@ class Propulator:
         self.start_time = math.nan
         self.island_rank = -1
         self._breeder = Breeder(propagator, self._population, self.rng)  # rebuilt when a session begins
-        # Stored since the island's other workers were last told (see _tell_island).
-        self._news: list[Individual] = []
-        self._news_deactivated: list[int] = []
         self._started = 0  # evaluations this worker started in this session
-        # The search space last named to the island's peers, and the one each peer last named to us.
-        self._sent_space: SearchSpace | None = None
-        self._peer_spaces: dict[int, SearchSpace] = {}
         if not self.is_worker_root:
             self.migration: IsolatedIslands | MigrationPolicy = IsolatedIslands()
             return
@@ -282,6 +277,7 @@ class Propulator:
         # The island's other workers, by their rank in the propulate communicator.
         first = int(self.island_displs[self.island_idx])
         self._island_peers = [first + r for r in range(self._island.size) if r != self.island_rank]
+        self._news = IslandNews(bool(self._island_peers))  # what the island's other workers hear next
         topology = check_topology(migration_topology, len(self.island_counts))
         self._topology = topology
         self._migration_prob = float(migration_prob)
@@ -548,13 +544,10 @@ class Propulator:
                 break
             self._await_peers()
             redo = bool(self._requeue)
-            ind = self._requeue.pop(0) if redo else self._breed_and_announce()
+            ind = self._next_individual()
             if ind is None:
                 self._request_stop(self._exhausted_text())
                 break
-            if redo:
-                self._started += 1
-                self._tell_island(announce=ind)
             if ind.uid < 0:
                 ind.uid = self._mint_uid()
             ind.status = Status.PENDING
@@ -626,16 +619,21 @@ class Propulator:
                 return
             backoff.wait()
 
-    def _breed_and_announce(self) -> Individual | None:
-        """Breed this worker's next individual and tell the island; none if a finite space is exhausted.
+    def _next_individual(self) -> Individual | None:
+        """Return the next individual to evaluate, announced to the island; none if the space is exhausted.
 
-        The announcement goes with what this worker learned since it last told its island. Two workers
-        that bred the same configuration at the same time cannot know it from each other before they
-        announce it, so each takes in what arrived meanwhile and breeds again if a peer announced, or
+        An evaluation interrupted by the end of the last job is done again first; otherwise a new individual
+        is bred. The announcement goes with what this worker learned since it last told its island. Two
+        workers that bred the same configuration at the same time cannot know it from each other before
+        they announce it, so each takes in what arrived meanwhile and breeds again if a peer announced, or
         evaluated, the same configuration: a duplicate then needs both announcements to cross within the
         time a poll takes, not within the time a breeding takes.
         """
         self._started += 1
+        if self._requeue:
+            ind = self._requeue.pop(0)
+            self._tell_island(announce=ind)
+            return ind
         while True:
             ind = self._breed()
             if ind is None:
@@ -722,55 +720,26 @@ class Propulator:
             self._population.deactivate(uid)
             if self._writer is not None:
                 self._writer.deactivated(uid, self.island_idx)
-        if self._island_peers:
-            self._news.extend(added)
-            self._news_deactivated.extend(deactivated)
+        self._news.queue(added, deactivated)
 
     def _tell_island(self, announce: Individual | None = None, retire: bool = False) -> None:
         """Send the island's other workers what this worker stored since it last told them.
 
         With ``announce``, also the individual this worker starts evaluating, so that no peer breeds the
-        same configuration meanwhile (see :mod:`propulate.breeding`), with how many evaluations it has
-        started and how long they take; its evaluated individual reaches the peers with the next
-        announcement, so one message per generation carries both. With ``retire``, that this worker
-        breeds no more.
+        same configuration meanwhile (see :mod:`propulate.breeding`); its evaluated individual reaches the
+        peers with the next announcement, so one message per generation carries both. With ``retire``,
+        that this worker breeds no more (see :mod:`propulate.mpi.news`).
         """
-        news = self._news or self._news_deactivated
-        if not self._island_peers or not (news or retire or announce is not None):
-            return
-        chunks = self._pack(self._news)  # first: the peers read the chunks first, and they may name the space
-        announced: tuple[SearchSpace | None, bytes | None, int, float] | None = None
-        if announce is not None:
-            named = None if announce.space is self._sent_space else announce.space
-            self._sent_space = announce.space
-            announced = (named, announce.position.tobytes(), self._started, self._mean_period)
-        elif retire:
-            announced = (None, None, self._started, self._mean_period)
-        self._mail.send((chunks, self._news_deactivated, announced), self._island_peers, Tag.ISLAND_UPDATE)
-        self._news = []
-        self._news_deactivated = []
-
-    def _pack(self, added: list[Individual]) -> list[_Chunk]:
-        """Individuals for island peers: packed, in runs of one search space, named only when it changes.
-
-        A run has one search space, so a worker names it in its first message only and the peers remember
-        it per sender (messages from one sender arrive in order); the rest is plain values.
-        """
-        chunks: list[_Chunk] = []
-        for ind in added:
-            if not chunks or ind.space is not self._sent_space:
-                named = None if ind.space is self._sent_space else ind.space
-                self._sent_space = ind.space
-                chunks.append((named, []))
-            chunks[-1][1].append(ind.packed())
-        return chunks
+        update = self._news.update(announce, self._started, self._mean_period, retire)
+        if update is not None:
+            self._mail.send(update, self._island_peers, Tag.ISLAND_UPDATE)
 
     def _receive(self, debug: int = -1) -> bool:
         """Take in and apply every message that has arrived; whether there were any."""
         messages = self._mail.receive_any()
         for source, tag, obj in messages:
             if tag == Tag.ISLAND_UPDATE:
-                self._take_update(source, *obj)
+                self._take_update(source, obj)
             elif tag == Tag.EMIGRANTS:
                 origin, travellers = obj
                 self._take_immigrants(origin, travellers, debug)
@@ -786,34 +755,21 @@ class Propulator:
         self._tell_island()
         return received
 
-    def _take_update(
-        self,
-        source: int,
-        chunks: list[_Chunk],
-        deactivated: list[int],
-        announced: tuple[SearchSpace | None, bytes | None, int, float] | None,
-    ) -> None:
+    def _take_update(self, source: int, update: tuple[Any, ...]) -> None:
+        runs, deactivated, said = self._news.read(source, update)
         population = self._population
-        for named, rows in chunks:
-            if named is not None:
-                self._peer_spaces[source] = named
-            space = self._peer_spaces[source]
-            added = [unpack(space, *row) for row in rows]
+        for added in runs:
             population.extend(added)
             self._observe(added)
             self._learn_from(added)
             self._progress.count(added)
         for uid in deactivated:
             population.deactivate(uid)
-        if announced is not None:
-            named, position, started, period = announced
-            if named is not None:
-                self._peer_spaces[source] = named
-            if position is None:
+        if said is not None:
+            if said.key is None:
                 self._breeder.retire(source)
             else:
-                key = self._peer_spaces[source].key(np.frombuffer(position))
-                self._breeder.announce(source, key, started, period, time.monotonic())
+                self._breeder.announce(source, said.key, said.started, said.period, time.monotonic())
 
     # ------------------------------------------------------------------------------------- migration
 
@@ -877,13 +833,15 @@ class Propulator:
     def _finish(self) -> None:
         """End of the run: release sub-ranks, receive every message still in flight, close the checkpoint.
 
-        The mailbox is drained twice: immigrants taken in during the first drain are passed on to the
-        island's other workers, and the second drain waits for those updates (no message received in it
-        sends anything). Every worker drains twice, with or without migration, so that the collective calls
-        match whatever each worker was told about the topology. Between the two, each island's head sends
-        the first rank its final progress counts: after the first drain it has taken in every evaluation of
-        its island, and the second delivers the report. No collective is needed for them, so no worker
-        waits in one, spinning, while another finishes (8 ranks on 2 cores: 5 - 12 ms for a gather).
+        First the island's other workers hear this worker's last news and that it breeds no more (nobody waits
+        for its results then). The mailbox is drained twice: immigrants taken in during the first drain are
+        passed on to the island's other workers, and the second drain waits for those updates (no message
+        received in it sends anything). Every worker drains twice, with or without migration, so that the
+        collective calls match whatever each worker was told about the topology. Between the two, each
+        island's head sends the first rank its final progress counts: after the first drain it has taken in
+        every evaluation of its island, and the second delivers the report. No collective is needed for them,
+        so no worker waits in one, spinning, while another finishes (8 ranks on 2 cores: 5 - 12 ms for a
+        gather).
         """
         if self._worker.size > 1:
             self._channel.send_stop()
