@@ -588,10 +588,16 @@ def parse_arguments(
         help="breeding pool size; twice the number of ranks unless given",
     )
     parser.add_argument(
-        "--crossover_probability", type=probability, default=0.7, help="probability of crossover, in [0, 1]"
+        "--crossover_probability",
+        type=probability,
+        default=0.7,
+        help="share of a child's parameters taken from its first parent (uniform crossover), in [0, 1]",
     )
     parser.add_argument(
-        "--mutation_probability", type=probability, default=0.4, help="probability of mutation, in [0, 1]"
+        "--mutation_probability",
+        type=probability,
+        default=0.4,
+        help="probability of redrawing one parameter (point mutation), in [0, 1]",
     )
     parser.add_argument(
         "--random_init_probability",
