@@ -14,6 +14,18 @@ space (integer and categorical parameters only) where the draws find nothing new
 nobody has evaluated are listed once and drawn from; when there are none, the search space is exhausted and
 :meth:`Breeder.breed` returns ``None``: the loop then stops the run, since every configuration has been
 evaluated (a space of 12 configurations costs 12 evaluations, whatever the budget).
+
+Announcements cannot be known before they arrive: two workers that breed the same configuration within
+the time a message takes both evaluate it. The loop narrows that to the time of one poll (it takes in what
+arrived after announcing, and breeds again if a peer announced the same); on one node, where a message is
+delivered when it is sent, one of the two always sees the other's.
+
+The breeder also keeps what its island peers said of their progress, so that the loop can keep breeding
+pools fresh: a worker that has started more than :data:`MAX_LAG` evaluations more than a peer whose
+running evaluation is due (told of at least the peer's mean evaluation time ago) gives that peer's news up
+to :data:`MAX_WAIT` seconds to arrive before it breeds (:meth:`Breeder.behind`). With a cheap loss function
+and more ranks than cores, a worker otherwise runs ahead while its peers are not scheduled, breeding from
+its own results; a peer busy with an evaluation that is not due is never waited for.
 """
 
 from __future__ import annotations
