@@ -631,9 +631,9 @@ class Propulator:
         """
         self._started += 1
         if self._requeue:
-            ind = self._requeue.pop(0)
-            self._tell_island(announce=ind)
-            return ind
+            redo = self._requeue.pop(0)
+            self._tell_island(announce=redo)
+            return redo
         while True:
             ind = self._breed()
             if ind is None:

@@ -92,7 +92,7 @@ class IslandNews:
         if not self.has_peers or not (self._added or self._deactivated or retire or announce is not None):
             return None
         chunks = self._pack(self._added)
-        announcement = None
+        announcement: tuple[SearchSpace | None, bytes | None, int, float] | None = None
         if announce is not None:
             named = None if announce.space is self._sent_space else announce.space
             self._sent_space = announce.space
