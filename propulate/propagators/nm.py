@@ -24,10 +24,10 @@ spread, which Nelder–Mead cannot undo) is rebuilt around its best vertex (:met
 Parallel and asynchronous evaluation
 ------------------------------------
 Every worker holds a replica of this serial method (:class:`SimplexState`) and advances it with the losses
-of the population's individuals, through every point whose loss is known, up to the first point the method
-needs that nobody has evaluated yet. The trajectory is a function of the losses alone, so all replicas agree,
-and the search does not depend on the number of workers or on their timing; a resumed run continues it. The
-workers only decide together which points to evaluate early:
+it has learned, through every point whose loss is known, up to the first point the method needs that nobody
+has evaluated yet. The trajectory is a function of the losses alone, so all replicas agree, and the search
+does not depend on the number of workers or on their timing; a resumed run continues it. The workers only
+decide together which points to evaluate early:
 
 - A worker lists the points the method may ask for next, likeliest first, by following the possible outcomes
   of the unknown losses (:meth:`ParallelNelderMead.speculate`, weighted by
@@ -37,6 +37,8 @@ workers only decide together which points to evaluate early:
   evaluates the needed point, so the method makes at least one step per generation of worker 0; the other
   workers evaluate points it will likely need next, and when one of them was right, the method makes several
   steps at once.
+- When the loop discards a proposal as a duplicate (:meth:`ParallelNelderMead.reject`: a peer evaluates that
+  point already, or its loss is known), the worker takes the next entry of its list that was not discarded.
 
 With 4 workers in step, about two serial steps are made per round of evaluations; when the workers run out
 of step (cheap losses, oversubscribed cores), others' guesses arrive after worker 0 has evaluated the point
@@ -45,6 +47,28 @@ This is speculative execution of the serial method. The classic alternative, Lee
 simultaneous moves of the :math:`p` worst vertices, has a trajectory that depends on :math:`p` and timing;
 in the measurements behind this module (10-D sphere and Rosenbrock, in step) it gained little over the
 serial method, and asynchronous arrivals, each a candidate for a different simplex, made it degenerate.
+
+Individuals from other workers and islands
+------------------------------------------
+A replica learns losses from :meth:`ParallelNelderMead.observe`, which the loop calls once for every
+individual that enters the worker's population, in O(1): the worker's own evaluations, its island peers'
+and immigrants alike. It remembers each point's loss for good (the lowest, if a point was evaluated twice):
+
+- An individual that leaves the population of active individuals, by migration (the default emigrant is the
+  worker's best, often the newest vertex) or replaced by a pollinator, keeps its loss in every replica; which
+  individuals are active plays no part in the method.
+- A failed evaluation (:attr:`propulate.individual.Status.FAILED`) counts as infinitely bad, on every worker
+  that observes it, so no replica waits for a point that nobody will evaluate again. A pruned one (stopped
+  early by a surrogate) counts with its last interim loss. Failure is read from the status alone: an
+  individual that is missing from the individuals passed to a call is not taken for a failure.
+- An immigrant is a point of the same function: if it lies on this island's trajectory (islands that start
+  from the same point follow the same one), its loss saves an evaluation; otherwise it plays no part.
+  Immigrants and individuals bred on the island by another worker never serve as the start point.
+
+All workers of an island observe the same individuals, so their replicas agree once the same messages have
+arrived. The loop passes no individuals to a call (:attr:`ParallelNelderMead.breeding_pool` is 0), so a
+breeding costs the same however long the run. Called directly with a list of individuals, as in Propulate
+1.2.2, the propagator learns from the list too: the individuals after the last one it has seen.
 
 Initial simplex: the points ``start`` and ``start + h_i e_i`` with ``h = scale * (upper - lower)`` (see
 :meth:`ParallelNelderMead.design`). Without ``start``, the first point worker 0 of the island evaluates,
@@ -84,7 +108,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ..individual import Individual, loss_order
+from ..individual import Individual, Status, loss_order
 from ..space import Kind, SearchSpace
 from ..validation import check_real
 from .base import Propagator
@@ -239,7 +263,8 @@ class SimplexState:
 
 
 def _key(x: np.ndarray) -> bytes:
-    return np.ascontiguousarray(x, dtype=np.float64).tobytes()
+    # Adding 0.0 turns -0.0 into 0.0: one value, as the loop's test for known configurations has it.
+    return np.ascontiguousarray(x + 0.0, dtype=np.float64).tobytes()
 
 
 def _sorted(vertices: np.ndarray, losses: Sequence[float]) -> tuple[np.ndarray, tuple[float, ...]]:
@@ -262,9 +287,10 @@ def _replace_worst(state: SimplexState, x: np.ndarray, f: float) -> tuple[np.nda
 class ParallelNelderMead(Propagator):
     r"""Asynchronous parallel Nelder–Mead: each worker evaluates a point the serial method will likely need.
 
-    See the module docstring for the method, the parallel scheme, the initial simplex and the boundary rule.
-    Takes all active individuals in arrival order (``breeding_pool`` is ``None``) and returns a list of one
-    new individual inside the limits. The loop tells it the worker's island rank with :meth:`bind`.
+    See the module docstring for the method, the parallel scheme, how individuals from other workers and
+    islands are treated, the initial simplex and the boundary rule. Learns losses from :meth:`observe`,
+    returns a list of one new individual inside the limits, and takes the next likely point after a
+    :meth:`reject`. The loop tells it the worker's island rank with :meth:`bind`.
 
     Parameters
     ----------
@@ -389,20 +415,35 @@ class ParallelNelderMead(Propagator):
     def _reset(self) -> None:
         #: The replica of the serial method; None until its start point is known.
         self._state: SimplexState | None = None
-        #: Losses of the points evaluated so far, by position (the lowest of repeated points).
+        #: Losses of the points evaluated so far, by position (the lowest of repeated points; inf: failed).
         self._known: dict[bytes, float] = {}
-        #: uids of the individuals already in ``_known``.
+        #: uids of the individuals already learned from.
         self._seen: set[int] = set()
-        #: Points this worker evaluated that never came back (failed): they count as infinitely bad.
-        self._failed: dict[bytes, float] = {}
-        #: This worker's last proposal, to notice a failed evaluation.
-        self._last: np.ndarray | None = None
+        #: Without ``start``: the first point worker 0 of the island evaluated, and its (generation, island,
+        #: uid), the order in which it is chosen.
+        self._first: np.ndarray | None = None
+        self._first_order: tuple[int, int, int] | None = None
+        #: Proposals of the current breeding that the loop discarded as duplicates.
+        self._rejected: set[bytes] = set()
+        #: Whether the last event was a rejection: the next call then belongs to the same breeding.
+        self._retrying = False
 
-    def bind(self, island_rank: int) -> None:
-        """Evaluate entry ``island_rank`` of the list of likely points (see the module docstring)."""
-        if island_rank != self.island_rank:
-            self.island_rank = int(island_rank)
-            self._reset()
+    @property
+    def breeding_pool(self) -> int:
+        """0: the loop passes no individuals; the losses arrive through :meth:`observe`."""
+        return 0
+
+    def bind(self, island_rank: int, island_size: int = 1) -> None:
+        """Evaluate entry ``island_rank`` of the list of likely points (see the module docstring).
+
+        Parameters
+        ----------
+        island_rank : int >= 0
+            The worker's rank in its island.
+        island_size : int >= 1
+            The number of workers of the island (not used: each worker takes its own entry).
+        """
+        self.island_rank = int(island_rank)
 
     # --- the serial method ----------------------------------------------------------------------------------
 
@@ -546,41 +587,67 @@ class ParallelNelderMead(Propagator):
 
     # --- the replica and the points to evaluate -------------------------------------------------------------
 
-    def _learn(self, inds: list[Individual]) -> list[Individual]:
-        """Record the losses of the individuals that arrived since the last call and return those.
+    def observe(self, ind: Individual) -> None:
+        """Learn the loss of an individual that entered the worker's population; O(1).
 
-        The loop passes individuals in arrival order, so the new ones are the tail after the last one seen.
+        Completed evaluations count with their loss, pruned ones with their last interim loss, failed ones
+        as infinitely bad. Individuals not evaluated (interrupted, or pending without a finite loss) are
+        ignored; a pending one with a finite loss counts as evaluated (individuals made by hand, as in
+        Propulate 1.2.2, have no status). Whether ``ind`` is active, and whether it was bred on this island,
+        does not matter (see the module docstring). An individual is learned from once (by ``uid``, where
+        it has one).
+
+        Parameters
+        ----------
+        ind : Individual
+            The individual; not modified.
         """
-        new = []
+        uid = ind.uid
+        if uid >= 0:
+            if uid in self._seen:
+                return
+            self._seen.add(uid)
+        status = ind.status
+        loss = math.inf if status is Status.FAILED else loss_order(ind)
+        if status is Status.INTERRUPTED or (status is Status.PENDING and loss == math.inf):
+            return  # not evaluated
+        key = _key(ind.position)
+        known = self._known.get(key)
+        if known is None or loss < known:
+            self._known[key] = loss
+            if known is not None:
+                # A replica that used the higher loss would part from those that learned the lower one
+                # first: it follows the trajectory again from the start (rare: a point evaluated twice with
+                # different losses).
+                self._state = None
+        if status is not Status.FAILED and ind.rank == 0 and ind.migration_steps == 0 and ind.generation >= 0:
+            order = (ind.generation, ind.island, uid)
+            if self._first_order is None or order < self._first_order:
+                if self._first_order is not None and self.start is None:
+                    self._state = None  # built from a later point of worker 0: start again
+                self._first_order = order
+                self._first = ind.position.copy()
+
+    def _learn(self, inds: Sequence[Individual]) -> None:
+        """Learn from individuals passed to a call: those after the last one learned from (arrival order)."""
         for ind in reversed(inds):
-            if ind.uid in self._seen:
+            if ind.uid >= 0 and ind.uid in self._seen:
                 break
-            if ind.uid >= 0:
-                self._seen.add(ind.uid)
-            key = _key(ind.position)
-            self._known[key] = min(self._known.get(key, math.inf), loss_order(ind))
-            new.append(ind)
-        return new
+            self.observe(ind)
 
     def _loss(self, x: np.ndarray) -> float | None:
-        key = _key(x)
-        if key in self._known:
-            return self._known[key]
-        return self._failed.get(key)
+        return self._known.get(_key(x))
 
-    def _start(self, inds: list[Individual]) -> SimplexState | None:
+    def _start(self) -> SimplexState | None:
         """Return the initial state, or None while the start point is not known yet."""
-        if self.start is not None:
-            return self.make_state(Stage.DESIGN, self.design(self.start), ())
-        first = [ind for ind in inds if ind.rank == 0 and ind.migration_steps == 0 and ind.generation >= 0]
-        if not first:
+        center = self.start if self.start is not None else self._first
+        if center is None:
             return None
-        start = min(first, key=lambda ind: (ind.generation, ind.island, ind.uid)).position
-        return self.make_state(Stage.DESIGN, self.design(start), ())
+        return self.make_state(Stage.DESIGN, self.design(center), ())
 
     def _advance(self, state: SimplexState) -> SimplexState:
         """Follow the serial method through every point whose loss is known."""
-        for _ in range(len(self._known) + len(self._failed) + 2 * (self.n + 1)):
+        for _ in range(len(self._known) + 2 * (self.n + 1)):
             f = self._loss(state.point)
             if f is None:
                 return state
@@ -641,65 +708,77 @@ class ParallelNelderMead(Propagator):
                 heapq.heappush(frontier, (negative_p * p, next(tie), node, value))
         return points
 
-    def replica(self, inds: list[Individual]) -> SimplexState | None:
-        """Return the state of the serial method after the losses of ``inds`` (None: no start point yet).
+    def replica(self, inds: Sequence[Individual] = ()) -> SimplexState | None:
+        """Return the state of the serial method after every loss learned (None: no start point yet).
 
-        This is the state the worker's next proposal starts from; workers that know the same individuals
+        This is the state the worker's next proposal starts from; workers that learned the same losses
         return the same state.
 
         Parameters
         ----------
-        inds : list of Individual
-            The island's active individuals, in arrival order (not modified).
+        inds : sequence of Individual
+            Individuals to learn from first (see :meth:`observe`), in arrival order; not modified.
         """
         self._learn(inds)
         if self._state is None:
-            self._state = self._start(inds)
+            self._state = self._start()
         if self._state is not None:
             self._state = self._advance(self._state)
         return self._state
 
-    def _propose(self, inds: list[Individual]) -> np.ndarray:
-        new = self._learn(inds)
-        if self._last is not None and not any(np.array_equal(ind.position, self._last) for ind in new):
-            self._failed[_key(self._last)] = math.inf  # its evaluation failed: never ask for it again
-        state = self.replica(inds)
-        if state is None:
-            return self.space.sample(self.rng)
-        points = self.speculate(state, self.island_rank + 1)
-        if not points:  # every point the method may need is known: it revisits known points
-            return self.space.sample(self.rng)
-        return points[self.island_rank % len(points)]
-
     def __call__(self, inds: list[Individual]) -> list[Individual]:
         """Return a list of one new individual: entry ``island_rank`` of the points likely needed next.
+
+        Proposals rejected since the last evaluation are left out of the list. Until the start point is
+        known, and when every likely point was rejected, the point is drawn uniformly from the limits.
 
         Parameters
         ----------
         inds : list of Individual
-            The island's active individuals, in arrival order (not modified).
+            Individuals to learn from before breeding, in arrival order (not modified): none from the loop,
+            which passes what it learns to :meth:`observe`; a population when called directly.
         """
-        x = self._propose(inds)
-        self._last = x.copy()
+        if not self._retrying:
+            self._rejected.clear()
+        self._retrying = False
+        state = self.replica(inds)
+        x = None
+        if state is not None:
+            wanted = self.island_rank + 1 + len(self._rejected)
+            points = [p for p in self.speculate(state, wanted) if _key(p) not in self._rejected]
+            if points:
+                x = points[self.island_rank % len(points)]
+        if x is None:
+            x = self.space.sample(self.rng)
         return [Individual(x, self.space)]
+
+    def reject(self, ind: Individual) -> None:
+        """Leave ``ind``, the last proposal, out of the following calls until this worker's next evaluation.
+
+        The loop discarded it as a duplicate: a peer evaluates that point already, or it is known. The next
+        call proposes the next likely point instead.
+        """
+        self._rejected.add(_key(ind.position))
+        self._retrying = True
 
     # --- checkpointing --------------------------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
-        """Return the replica of the serial method and the points this worker saw fail."""
-        return {
-            "state": None if self._state is None else self._state.to_plain(),
-            "failed": [np.frombuffer(key).tolist() for key in self._failed],
-        }
+        """Return the replica of the serial method (the losses come back with the population)."""
+        return {"state": None if self._state is None else self._state.to_plain()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`state_dict`; without a state the replica replays the trajectory from the start."""
-        self._reset()
-        if not state:
-            return
-        if state["state"] is not None:
+        """Restore :meth:`state_dict`; without a state the replica replays the trajectory from the start.
+
+        The losses learned so far (the loop observes the restored population first) are kept. The
+        ``"failed"`` entry of checkpoints written before failures were read from the status is ignored:
+        the failed individuals are in the restored population.
+        """
+        self._state = None
+        self._rejected.clear()
+        self._retrying = False
+        if state and state.get("state") is not None:
             self._state = self.state_from_plain(state["state"])
-        self._failed = {_key(np.array(x, dtype=np.float64)): math.inf for x in state["failed"]}
 
     def __repr__(self) -> str:
         return (

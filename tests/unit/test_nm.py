@@ -1,4 +1,9 @@
-"""ParallelNelderMead: textbook moves and decisions, bounds, parallel proposals, one trajectory, resume."""
+"""ParallelNelderMead: textbook moves and decisions, bounds, parallel proposals, one trajectory, resume.
+
+Two ways of driving it: called directly with the population, as Propulate 1.2.2 code does (``rounds``), and
+as the loop does, with no individuals (its breeding pool is 0) and every evaluated individual passed to
+``observe`` as it arrives (``simulate``), including failed ones, emigrated ones and rejected proposals.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import random
 import numpy as np
 import pytest
 
-from propulate.individual import Individual
+from propulate.individual import Individual, Status
 from propulate.propagators.nm import (
     ParallelNelderMead,
     SimplexState,
@@ -305,16 +310,6 @@ def test_resume_from_the_state_or_by_replay_continues_alike():
     assert [ind.position.tobytes() for ind in again] == reference
 
 
-def test_a_failed_evaluation_counts_as_infinitely_bad():
-    fn, limits = get_function_search_space("sphere")
-    (prop,) = make_workers(limits, 1, start=[3.0, -4.0])
-    population = rounds(fn, [prop], 10)
-    lost = prop(list(population))[0]  # its evaluation fails: it never enters the population
-    following = prop(list(population))[0]
-    assert not np.array_equal(lost.position, following.position)
-    assert json.loads(json.dumps(prop.state_dict()))["failed"] == [lost.position.tolist()]
-
-
 def test_without_start_worker_0_draws_the_start():
     fn, limits = get_function_search_space("sphere")
     props = make_workers(limits, 3, start=None)
@@ -367,3 +362,234 @@ def test_a_fixed_parameter_stays_fixed():
     population = rounds(fn, make_workers(limits, 2, start=[1.0, -1.5]), 60)
     assert all(ind["x"] == 1.0 for ind in population)
     assert min(ind.loss for ind in population) < 1.0 + 1e-9
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Driven as the loop drives it: observe(), reject(), failures by status, migration
+# ---------------------------------------------------------------------------------------------------------
+
+
+def evaluated(prop: ParallelNelderMead, x: np.ndarray, fn, uid: int, rank: int, generation: int, fails=None):
+    """An individual at ``x`` as the loop stores it: COMPLETED with its loss, or FAILED if ``fails(x)``."""
+    ind = Individual(x.copy(), prop.space, rank=rank, generation=generation)
+    ind.uid, ind.island = uid, 0
+    if fails is not None and fails(x):
+        ind.status, ind.loss = Status.FAILED, math.nan
+    else:
+        ind.status, ind.loss = Status.COMPLETED, loss_of(fn, prop, x)
+    return ind
+
+
+def test_the_loop_passes_no_individuals():
+    prop = ParallelNelderMead(WIDE, random.Random(0))
+    assert prop.breeding_pool == 0 and prop.observes
+
+
+def simulate(fn, props, generations, seed=0, fails=None, emigration=0.0):
+    """Workers breed in random order, as the loop drives them, and observe each other's results late.
+
+    Each worker breeds with no individuals and observes its own result at once and its peers' in the
+    order they were sent, a random number at a time. With probability ``emigration`` after an evaluation
+    the worker's best active individual emigrates (is deactivated), as the loop's default emigrant does.
+    Returns every individual, in the order they were evaluated.
+    """
+    rng = random.Random(seed)
+    in_transit: list[list[Individual]] = [[] for _ in props]
+    counters = [0] * len(props)
+    everyone: list[Individual] = []
+    while min(counters) < generations:
+        rank = rng.randrange(len(props))
+        (child,) = props[rank]([])
+        ind = evaluated(props[rank], child.position, fn, len(everyone), rank, counters[rank], fails)
+        counters[rank] += 1
+        everyone.append(ind)
+        props[rank].observe(ind)
+        for other in range(len(props)):
+            if other != rank:
+                in_transit[other].append(ind)
+        if rng.random() < emigration:
+            mine = [i for i in everyone if i.rank == rank and i.active and i.status is Status.COMPLETED]
+            if mine:
+                min(mine, key=lambda i: i.loss).active = False
+        for other, prop in enumerate(props):  # deliver a random number of the oldest messages, in order
+            arrived = rng.randint(0, len(in_transit[other]))
+            for delivered in in_transit[other][:arrived]:
+                prop.observe(delivered)
+            del in_transit[other][:arrived]
+    for other, prop in enumerate(props):
+        for delivered in in_transit[other]:
+            prop.observe(delivered)
+    return everyone
+
+
+@pytest.mark.parametrize("emigration", [0.0, 0.3])
+def test_asynchronous_observed_arrivals_keep_one_trajectory_with_failures_and_migration(emigration):
+    """Replicas agree and follow the serial method, a failed point counting as infinitely bad everywhere.
+
+    With the old rule (a proposal missing from the active individuals had failed) an emigrated vertex
+    became a failure on its own worker only, and the replicas parted.
+    """
+    fn, limits = get_function_search_space("rosenbrock")
+
+    def fails(x):
+        return x[1] > 1.5  # a region where the loss function raises
+
+    def with_failures(params):
+        return math.inf if params["x1"] > 1.5 else fn(params)
+
+    start = [-1.2, 1.0]
+    props = make_workers(limits, 4, start)
+    everyone = simulate(fn, props, 60, seed=3, fails=fails, emigration=emigration)
+    assert any(ind.status is Status.FAILED for ind in everyone)
+    if emigration:
+        assert any(not ind.active for ind in everyone)
+    states = {replica_json(prop, []) for prop in props}
+    assert len(states) == 1
+    trajectory = serial_trajectory(limits, start, with_failures, 2000)
+    assert next(iter(states)) in trajectory
+    assert trajectory[next(iter(states))] >= 60
+
+
+def test_an_emigrated_vertex_keeps_its_loss_and_a_failure_is_read_from_the_status():
+    fn, limits = get_function_search_space("sphere")
+    props = make_workers(limits, 2, start=[3.0, -4.0])
+    population = rounds(fn, props, 10)
+    state = props[0].replica(population)
+    assert state is not None
+    (proposal,) = props[0](population)
+    assert np.array_equal(proposal.position, state.point)  # worker 0 asks for the point the method needs
+    f = loss_of(fn, props[0], proposal.position)
+
+    # Evaluated, stored, then emigrated at once: it is never among the active individuals passed later.
+    vertex = evaluated(props[0], proposal.position, fn, len(population), 0, 10)
+    for prop in props:
+        prop.observe(vertex)
+    vertex.active = False
+    active = [ind for ind in population if ind.active]
+    props[0](active)  # the next breeding, from the active individuals as 1.2.2-style code passes them
+    expected = json.dumps(props[0].tell(state, f).to_plain())
+    for prop in props:
+        assert replica_json(prop, active) == expected
+
+    # The same point failed on a peer: every worker counts it as infinitely bad, from its status alone.
+    others = make_workers(limits, 2, start=[3.0, -4.0])
+    for prop in others:
+        prop.replica(population)
+    failed = evaluated(others[1], proposal.position, fn, len(population), 1, 10, fails=lambda x: True)
+    for prop in others:
+        prop.observe(failed)
+    expected = json.dumps(others[0].tell(state, math.inf).to_plain())
+    assert {replica_json(prop, population) for prop in others} == {expected}
+    (following,) = others[0](population)
+    assert not np.array_equal(following.position, proposal.position)
+
+    # Called directly with a population that holds the failed individual (a status set by hand) as well.
+    direct = make_workers(limits, 1, start=[3.0, -4.0])[0]
+    assert replica_json(direct, [*population, failed]) == expected
+
+
+def test_observing_equals_learning_from_the_population():
+    """The loop's way (no individuals, observe) and 1.2.2's way (the population) breed the same points."""
+    fn, limits = get_function_search_space("rosenbrock")
+    population = rounds(fn, make_workers(limits, 3, start=[-1.2, 1.0]), 30)
+    observing = make_workers(limits, 3, start=[-1.2, 1.0])
+    bred: list[Individual] = []
+    for generation in range(30):
+        batch = [
+            evaluated(prop, prop([])[0].position, fn, len(bred) + rank, rank, generation)
+            for rank, prop in enumerate(observing)
+        ]
+        for ind in batch:
+            for prop in observing:
+                prop.observe(ind)
+        bred.extend(batch)
+    assert [ind.position.tobytes() for ind in bred] == [ind.position.tobytes() for ind in population]
+
+
+def test_a_rejected_proposal_is_followed_by_the_next_likely_point():
+    fn, limits = get_function_search_space("rosenbrock")
+    props = make_workers(limits, 2, start=[-1.2, 1.0])
+    population = rounds(fn, props, 12)
+    state = props[0].replica(population)
+    assert state is not None
+    likely = [p.tobytes() for p in props[0].speculate(state, 8)]
+    assert len(likely) == 8
+
+    def proposal(prop):
+        (child,) = prop(population)
+        return child
+
+    for rank, prop in enumerate(props):
+        taken = [proposal(prop)]
+        for _ in range(3):
+            prop.reject(taken[-1])
+            taken.append(proposal(prop))
+        # Entry ``rank`` of the list without the rejected points: the next likely ones, one after the other.
+        assert [ind.position.tobytes() for ind in taken] == likely[rank : rank + 4]
+        # The next breeding (a call after an evaluation, not after a rejection) starts from the list again.
+        assert proposal(prop).position.tobytes() == likely[rank]
+
+
+def test_when_every_likely_point_is_rejected_a_uniform_point_follows():
+    fn, limits = get_function_search_space("rosenbrock")
+    (prop,) = make_workers(limits, 1, start=[-1.2, 1.0])
+    prop.MAX_EXPLORED = 3  # a short list of likely points
+    population = rounds(fn, [prop], 12)
+    state = prop.replica(population)
+    assert state is not None
+    likely = {p.tobytes() for p in prop.speculate(state, 10)}
+    for _ in range(len(likely)):
+        (child,) = prop(population)
+        assert child.position.tobytes() in likely
+        prop.reject(child)
+    (drawn,) = prop(population)
+    assert drawn.position.tobytes() not in likely
+    assert np.all(np.abs(drawn.position) <= 2.048)
+
+
+def test_the_start_is_worker_0s_first_point_on_this_island():
+    fn, limits = get_function_search_space("sphere")
+    prop = ParallelNelderMead(limits, random.Random(0))
+    prop.bind(1, 4)
+    first = evaluated(prop, np.array([1.0, 1.0]), fn, 0, 0, 0)
+    later = evaluated(prop, np.array([2.0, 2.0]), fn, 1, 0, 1)
+    peer = evaluated(prop, np.array([-1.0, 0.5]), fn, 2, 1, 0)
+    immigrant = evaluated(prop, np.array([-3.0, -3.0]), fn, 3, 0, 0)
+    immigrant.migration_steps, immigrant.island = 1, 1
+    for ind in (peer, immigrant):
+        prop.observe(ind)
+    assert prop.replica() is None  # neither a peer's point nor an immigrant is the start
+    prop.observe(later)
+    state = prop.replica()
+    assert state is not None and np.array_equal(state.vertices[0], later.position)
+    prop.observe(first)  # arrived late: the replica starts again from worker 0's first point
+    state = prop.replica()
+    assert state is not None and np.array_equal(state.vertices[0], first.position)
+
+
+def test_a_point_evaluated_twice_gives_one_state_in_any_order():
+    fn, limits = get_function_search_space("sphere")
+    props = make_workers(limits, 2, start=[3.0, -4.0])
+    state = props[0].replica()
+    assert state is not None
+    worse = evaluated(props[0], state.point, fn, 0, 0, 0)
+    better = evaluated(props[0], state.point, fn, 1, 1, 0)
+    better.loss = worse.loss / 2  # a noisy loss function
+    props[0].observe(worse)
+    props[0].replica()  # advanced with the higher loss first
+    props[0].observe(better)
+    props[1].observe(better)
+    props[1].observe(worse)
+    assert replica_json(props[0], []) == replica_json(props[1], [])
+
+
+def test_a_checkpoint_keeps_what_the_restored_population_taught():
+    fn, limits = get_function_search_space("rosenbrock")
+    props = make_workers(limits, 2, start=[-1.2, 1.0])
+    everyone = simulate(fn, props, 20, seed=1)
+    saved = json.loads(json.dumps(props[0].state_dict()))
+    restored = make_workers(limits, 1, start=[-1.2, 1.0])[0]
+    for ind in everyone:  # the loop observes the restored population, then loads the state
+        restored.observe(ind)
+    restored.load_state_dict({**saved, "failed": [[0.0, 0.0]]})  # an older checkpoint's entry is ignored
+    assert replica_json(restored, []) == replica_json(props[0], [])
