@@ -1,8 +1,8 @@
 """Particle swarm optimization (PSO) as asynchronous propagators.
 
 Every worker of an island moves one particle. The particle of a worker is its latest individual (highest
-generation among those with ``rank`` equal to the worker's island rank), its personal best ``p_best`` is its
-best individual, and the swarm best ``g_best`` is the best individual given. One breeding is one move::
+generation among those it bred itself, see below), its personal best ``p_best`` is its best individual, and
+the swarm best ``g_best`` is the best of the individuals given and ``p_best``. One breeding is one move::
 
     v' = w v + c_cognitive r_1 * (p_best - x) + c_social r_2 * (g_best - x)
     x' = x + v'
@@ -15,8 +15,21 @@ Boundary rule ("absorbing walls", Robinson & Rahmat-Samii 2004): a component of 
 ``[lower, upper]`` (or not finite, after an overflow) is set to the violated bound and the same component of
 ``v'`` to zero, so offspring always stay inside the limits and the stored velocity is the one really used.
 
-A worker without a particle (at the start, or after its particles emigrated) initializes one uniformly,
-as :class:`InitUniformPSO` does.
+A worker without a particle (at the start, or when the particles it bred all failed) initializes one
+uniformly, as :class:`InitUniformPSO` does.
+
+Individuals from other workers and islands. The individuals the worker bred itself, on this island (``rank``
+equal to its island rank, ``migration_steps`` 0), are its particle's history: the latest one is the
+particle, the best one ``p_best``. The worker learns them as they are evaluated (:meth:`BasicPSO.observe`,
+O(1)) and keeps them when they leave the island's active individuals: the default emigrant is the worker's
+best individual, often its particle, and a particle that fell back to an older position would repeat the
+move that led to the emigrant. Every other individual, bred by another worker of the island or arrived from
+another island, is only a candidate for ``g_best``, the best of the individuals the loop passes (the best
+active one: :attr:`BasicPSO.breeding_pool` is 1) and of ``p_best``; so good immigrants attract the swarm.
+An immigrant is never adopted as the worker's particle, although it keeps the ``rank`` and ``generation``
+it was bred with on its own island. The particle a call moved is :attr:`BasicPSO.particle`. Called directly
+with a list of individuals, as in Propulate 1.2.2, a propagator also finds its particle and ``p_best`` in
+the list.
 
 References
 ----------
@@ -31,15 +44,16 @@ Propag. 52(2), 2004.
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
-from ..individual import Individual, loss_order
+from ..individual import Individual, Status, loss_order
 from ..space import SearchSpace
 from ..validation import check_int, check_real
 from .base import Propagator, Stochastic
@@ -53,6 +67,10 @@ __all__ = [
     "VelocityClampingPSO",
     "constriction_coefficient",
 ]
+
+
+# The evaluated individuals with a usable loss, as in the loop's breeding pool.
+_USABLE = (Status.COMPLETED, Status.PRUNED)
 
 
 def _per_slot(name: str, value: object, space: SearchSpace) -> np.ndarray:
@@ -150,7 +168,7 @@ class InitUniformPSO(Stochastic):
     def breeding_pool(self) -> int | None:  # noqa: D102
         return 0 if self.parents == 0 else None
 
-    def bind(self, island_rank: int) -> None:  # noqa: D102
+    def bind(self, island_rank: int, island_size: int = 1) -> None:  # noqa: D102
         self.rank = island_rank
 
 
@@ -177,6 +195,13 @@ class BasicPSO(Propagator):
     rng : random.Random, optional
         The generator owned by this propagator.
 
+    Attributes
+    ----------
+    particle : Individual or None
+        The individual the last call moved: the latest one this worker bred on its island, never an
+        individual of another worker or island (see the module docstring). ``None`` before the first call
+        and after a call that initialized a new particle.
+
     Raises
     ------
     ValueError
@@ -199,18 +224,50 @@ class BasicPSO(Propagator):
         self.space = SearchSpace.of(limits)
         self.rank = check_int("rank", rank, 0)
         self.init = InitUniformPSO(self.space, self.rank, rng=self.rng)
+        self.particle: Individual | None = None
+        # This worker's latest and best evaluated particles, as observed: they stay when they emigrate.
+        self._latest: Individual | None = None
+        self._best: Individual | None = None
 
-    def bind(self, island_rank: int) -> None:  # noqa: D102
+    @property
+    def breeding_pool(self) -> int:
+        """1: the particle and ``p_best`` arrive through :meth:`observe`; the loop passes ``g_best``."""
+        return 1
+
+    def bind(self, island_rank: int, island_size: int = 1) -> None:  # noqa: D102
+        if island_rank != self.rank:
+            self._latest = self._best = None  # the particles of another worker
         self.rank = island_rank
-        self.init.bind(island_rank)
+        self.init.bind(island_rank, island_size)
+
+    def _is_own(self, ind: Individual) -> bool:
+        """Whether this worker bred ``ind`` on its island (immigrants keep the rank they were bred with)."""
+        return ind.rank == self.rank and ind.migration_steps == 0
+
+    def observe(self, ind: Individual) -> None:
+        """Remember the worker's own particle and personal best as they are evaluated; O(1).
+
+        Failed and not evaluated individuals are left out, as the loop leaves them out of the breeding pool.
+        An individual of another worker or island is ignored here (it can still be ``g_best``).
+        """
+        if not self._is_own(ind) or ind.status not in _USABLE:
+            return
+        if self._latest is None or ind.generation > self._latest.generation:
+            self._latest = ind
+        if self._best is None or loss_order(ind) < loss_order(self._best):
+            self._best = ind
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
-        own = [ind for ind in inds if ind.rank == self.rank]
+        own = [ind for ind in inds if self._is_own(ind)]
+        own += [ind for ind in (self._latest, self._best) if ind is not None]
         if not own:
+            self.particle = None
             return self.init([])
         particle = max(own, key=lambda ind: ind.generation)
-        p_best = min(own, key=loss_order)
-        g_best = min(inds, key=loss_order)
+        self.particle = particle
+        # Of equal losses (positions a few ulps apart, late in a run) the earliest, as observe() keeps it.
+        p_best = min(own, key=lambda ind: (loss_order(ind), ind.generation))
+        g_best = min([*inds, p_best], key=loss_order)  # the swarm's best includes every personal best
         x = particle.position
         v = particle.velocity
         if v is None or v.shape != x.shape:
@@ -347,41 +404,103 @@ class CanonicalPSO(ConstrictionPSO):
         return np.clip(super()._velocity(x, v, p_best, g_best), -v_max, v_max)
 
 
+def _propulate_122_order(
+    c_cognitive: float,
+    c_social: float,
+    rank: int,
+    limits: Mapping[str, Any] | SearchSpace,
+    rng: random.Random | None = None,
+) -> None:
+    """Stand for Propulate 1.2.2's arguments of :class:`StatelessPSO` (only the signature is used)."""
+
+
+def _inertia_first_order(
+    inertia: float,
+    c_cognitive: float,
+    c_social: float,
+    rank: int,
+    limits: Mapping[str, Any] | SearchSpace,
+    rng: random.Random | None = None,
+) -> None:
+    """Stand for the arguments of :class:`StatelessPSO` in the order of :class:`BasicPSO` (signature only)."""
+
+
+_STATELESS_ORDERS = (inspect.signature(_propulate_122_order), inspect.signature(_inertia_first_order))
+
+
 class StatelessPSO(BasicPSO):
     """Particle swarm without velocity memory.
 
     ``x' = x + c_cognitive r_1 * (p_best - x) + c_social r_2 * (g_best - x)``: the step does not depend on
-    the previous one, so the stored velocity (the step taken) is never read back and ``inertia`` has no
-    effect; it is accepted for a uniform signature. Propulate 1.2.2's order
-    ``StatelessPSO(c_cognitive, c_social, rank, limits, rng)`` is accepted too (recognized by ``limits`` in
-    fourth place).
+    the previous one, so the stored velocity (the step taken) is never read back. Particles, bests and
+    individuals from other workers and islands as in :class:`BasicPSO`.
+
+    Called as in Propulate 1.2.2, ``StatelessPSO(c_cognitive, c_social, rank, limits, rng)``, by position or
+    by keyword; or as :class:`BasicPSO`, ``StatelessPSO(inertia, c_cognitive, c_social, rank, limits, rng)``,
+    with an ``inertia`` that has no effect. The order is recognized by where the search space is.
 
     Parameters
     ----------
-    inertia, c_cognitive, c_social, rank, limits, rng
+    c_cognitive, c_social, rank, limits
+        As for :class:`BasicPSO`.
+    rng : random.Random, optional
+        As for :class:`BasicPSO` (required in Propulate 1.2.2).
+    inertia : float, optional
+        Accepted, and ignored, for the signature of :class:`BasicPSO`; 0 when not given.
+
+    Raises
+    ------
+    TypeError
+        If the arguments fit neither order.
+    ValueError
         As for :class:`BasicPSO`.
     """
 
+    @overload
+    def __init__(
+        self,
+        c_cognitive: float,
+        c_social: float,
+        rank: int,
+        limits: Mapping[str, Any] | SearchSpace,
+        rng: random.Random | None = None,
+    ) -> None: ...
+
+    @overload
     def __init__(
         self,
         inertia: float,
         c_cognitive: float,
         c_social: float,
-        rank: Any,
-        limits: Any = None,
+        rank: int,
+        limits: Mapping[str, Any] | SearchSpace,
         rng: random.Random | None = None,
-    ) -> None:
-        if isinstance(rank, (Mapping, SearchSpace)):
-            # Propulate 1.2.2 order: (c_cognitive, c_social, rank, limits, rng).
-            inertia, c_cognitive, c_social, rank, limits, rng = (
-                0.0,
-                inertia,
-                c_cognitive,
-                c_social,
-                rank,
-                limits,
+    ) -> None: ...
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        for order in _STATELESS_ORDERS:
+            try:
+                bound = order.bind(*args, **kwargs)
+            except TypeError:
+                continue
+            if isinstance(bound.arguments["limits"], (Mapping, SearchSpace)):
+                break
+        else:
+            raise TypeError(
+                "StatelessPSO: expected (c_cognitive, c_social, rank, limits, rng=None) as in Propulate "
+                "1.2.2, or (inertia, c_cognitive, c_social, rank, limits, rng=None), by position or keyword; "
+                f"got {len(args)} positional argument(s) and the keywords {sorted(kwargs)}"
             )
-        super().__init__(inertia, c_cognitive, c_social, rank, limits, rng)
+        bound.apply_defaults()
+        arguments = bound.arguments
+        super().__init__(
+            arguments.get("inertia", 0.0),
+            arguments["c_cognitive"],
+            arguments["c_social"],
+            arguments["rank"],
+            arguments["limits"],
+            arguments["rng"],
+        )
 
     def _velocity(self, x: np.ndarray, v: np.ndarray, p_best: np.ndarray, g_best: np.ndarray) -> np.ndarray:
         return self.c_cognitive * self._random() * (p_best - x) + self.c_social * self._random() * (

@@ -1,4 +1,5 @@
-"""Particle swarm propagators on one process: bounds, velocity, rank handling, constriction, convergence."""
+"""Particle swarm propagators on one process: bounds, velocity, rank handling, immigrants, constriction,
+convergence, and the calls of Propulate 1.2.2."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import numpy as np
 import pytest
 
 from propulate import Individual
+from propulate.individual import Status
+from propulate.population import Population
 from propulate.propagators import Conditional
 from propulate.propagators.pso import (
     BasicPSO,
@@ -128,7 +131,7 @@ def test_pulls_towards_personal_and_swarm_best():
 def test_bind_overrides_rank():
     # Propulate 1.2.2 scripts pass the world rank (here 5); the loop binds the island rank (here 1).
     prop = Conditional(2, BasicPSO(0.7, 1.5, 1.5, 5, LIMITS, random.Random(0)), InitUniformPSO(LIMITS, 5))
-    prop.bind(1)
+    prop.bind(1, 3)
     own = evaluated([1.0, 1.0], LIMITS, 1.0, 1, 0, velocity=[0.1, 0.1])
     other = evaluated([-1.0, -1.0], LIMITS, 0.5, 0, 0, velocity=[0.0, 0.0])
     (child,) = prop([own, other])
@@ -185,12 +188,159 @@ def test_constriction_coefficient():
         CanonicalPSO(1.0, 1.0, 0, LIMITS, random.Random(0))
 
 
-def test_stateless_ignores_old_velocity_and_accepts_the_1_2_2_order():
-    old = StatelessPSO(1.49445, 1.49445, 0, LIMITS, random.Random(0))
-    assert (old.c_cognitive, old.c_social, old.rank) == (1.49445, 1.49445, 0)
+def test_stateless_ignores_old_velocity():
     prop = StatelessPSO(0.9, 0.0, 0.0, 0, LIMITS, random.Random(0))
     (child,) = prop([evaluated([1.0, 1.0], LIMITS, 1.0, 0, 0, velocity=[3.0, 3.0])])
     np.testing.assert_allclose(child.position, [1.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "inertia"),
+    [
+        # Propulate 1.2.2: StatelessPSO(c_cognitive, c_social, rank, limits, rng), by position or keyword.
+        ((1.5, 1.25, 3, LIMITS, "rng"), {}, 0.0),
+        ((), {"c_cognitive": 1.5, "c_social": 1.25, "rank": 3, "limits": LIMITS, "rng": "rng"}, 0.0),
+        ((1.5, 1.25), {"rank": 3, "limits": LIMITS, "rng": "rng"}, 0.0),
+        ((1.5, 1.25, 3, LIMITS), {"rng": "rng"}, 0.0),
+        # The order of BasicPSO, with an inertia that has no effect (this project's tests and benchmarks).
+        ((0.7, 1.5, 1.25, 3, LIMITS, "rng"), {}, 0.7),
+        ((0.7, 1.5, 1.25, 3, LIMITS), {"rng": "rng"}, 0.7),
+        ((0.7, 1.5, 1.25, 3), {"limits": LIMITS, "rng": "rng"}, 0.7),
+        (
+            (),
+            {"inertia": 0.7, "c_cognitive": 1.5, "c_social": 1.25, "rank": 3, "limits": LIMITS, "rng": "rng"},
+            0.7,
+        ),
+    ],
+)
+def test_stateless_takes_the_1_2_2_calls_and_the_basic_order(args, kwargs, inertia):
+    rng = random.Random(0)
+    args = tuple(rng if a == "rng" else a for a in args)
+    kwargs = {k: rng if v == "rng" else v for k, v in kwargs.items()}
+    prop = StatelessPSO(*args, **kwargs)
+    assert (prop.inertia, prop.c_cognitive, prop.c_social, prop.rank) == (inertia, 1.5, 1.25, 3)
+    assert prop.rng is rng and prop.space == SearchSpace.of(LIMITS)
+
+
+def test_stateless_without_rng_and_with_bad_calls():
+    assert StatelessPSO(1.5, 1.5, 0, LIMITS).c_social == 1.5  # rng was required in 1.2.2; optional here
+    with pytest.raises(TypeError, match=r"Propulate 1\.2\.2"):
+        StatelessPSO(1.5, 1.5, 0)
+    with pytest.raises(TypeError, match=r"Propulate 1\.2\.2"):
+        StatelessPSO(1.5, 1.5, 0, LIMITS, random.Random(0), 3)
+    with pytest.raises(TypeError, match=r"Propulate 1\.2\.2"):
+        StatelessPSO(c_cognitive=1.5, c_social=1.5, rank=0, limits=LIMITS, velocity=1.0)
+    with pytest.raises(ValueError, match="c_social"):
+        StatelessPSO(c_cognitive=1.5, c_social=-1.0, rank=0, limits=LIMITS)
+
+
+def immigrant(position, loss, rank, generation, steps=1):
+    """An individual bred by worker ``rank`` of another island: it keeps that rank and generation."""
+    ind = evaluated(position, LIMITS, loss, rank, generation, velocity=[0.0, 0.0])
+    ind.migration_steps, ind.island, ind.migration_history = steps, 1, "1-0"
+    return ind
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_never_adopts_an_immigrant_as_its_particle(kind):
+    prop = make(kind, rank=1)
+    own_old = evaluated([-1.0, -1.0], LIMITS, 3.0, 1, 2, velocity=[0.1, 0.1])
+    own = evaluated([1.0, 1.0], LIMITS, 2.0, 1, 3, velocity=[0.1, 0.1])  # the particle: its latest
+    peer = evaluated([0.0, 0.0], LIMITS, 1.0, 0, 9, velocity=[0.0, 0.0])
+    # Same rank, later generation and better loss than the own particle, and even back home once.
+    newer = immigrant([4.0, -1.5], 0.5, 1, 40)
+    returned = immigrant([3.0, 2.5], 0.25, 1, 41, steps=2)
+    returned.island = 0
+    for order in ([own_old, own, peer, newer, returned], [returned, newer, peer, own, own_old]):
+        (child,) = prop(order)
+        assert prop.particle is own and child.rank == 1
+
+
+def test_immigrants_attract_the_swarm_but_are_not_a_personal_best():
+    # No inertia, no cognitive pull: the move goes from the own particle towards the swarm's best, the
+    # immigrant; with only the cognitive pull it stays between the particle and its own best.
+    x = evaluated([0.0, 0.0], LIMITS, 5.0, 0, 4, velocity=[0.0, 0.0])
+    p_best = evaluated([-1.0, -1.0], LIMITS, 1.0, 0, 1)
+    stranger = immigrant([2.0, 2.0], 0.1, 0, 30)
+    social = BasicPSO(0.0, 0.0, 1.0, 0, LIMITS, random.Random(0))
+    cognitive = BasicPSO(0.0, 1.0, 0.0, 0, LIMITS, random.Random(0))
+    for _ in range(20):
+        (towards_g,) = social([x, p_best, stranger])
+        assert np.all(towards_g.position >= 0.0) and np.all(towards_g.position <= 2.0)
+        (towards_p,) = cognitive([x, p_best, stranger])
+        assert np.all(towards_p.position >= -1.0) and np.all(towards_p.position <= 0.0)
+
+
+def test_only_immigrants_of_its_rank_initialize_a_new_particle():
+    prop = BasicPSO(0.7, 1.5, 1.5, 2, LIMITS, random.Random(0))
+    (child,) = prop([immigrant([1.0, 1.0], 0.5, 2, 7), evaluated([0.0, 0.0], LIMITS, 1.0, 0, 0)])
+    assert prop.particle is None
+    assert inside(child) and child.velocity is not None and child.rank == 2
+
+
+def completed(position, loss, rank, generation, velocity=None, uid=-1):
+    ind = evaluated(position, LIMITS, loss, rank, generation, velocity=velocity)
+    ind.status, ind.uid = Status.COMPLETED, uid
+    return ind
+
+
+def test_an_emigrated_particle_stays_the_workers_particle():
+    prop = BasicPSO(0.5, 0.0, 0.0, 1, LIMITS, random.Random(0))  # pure inertia: the move shows the particle
+    older = completed([0.0, 0.0], 2.0, 1, 0, velocity=[1.0, 1.0])
+    latest = completed([1.0, 1.0], 1.0, 1, 1, velocity=[2.0, -2.0])
+    for ind in (older, latest):
+        prop.observe(ind)
+    # The latest is the worker's best: the default emigrant. Gone from the active individuals, it is still
+    # the particle; falling back to ``older`` would repeat the move that led to it.
+    (child,) = prop([older])
+    assert prop.particle is latest
+    np.testing.assert_allclose(child.position, [2.0, 0.0])
+
+
+def test_observe_learns_only_the_workers_own_evaluated_particles():
+    prop = BasicPSO(0.5, 0.0, 0.0, 1, LIMITS, random.Random(0))
+    own = completed([1.0, 1.0], 1.0, 1, 1, velocity=[2.0, -2.0])
+    failed = completed([3.0, 3.0], math.nan, 1, 2)
+    failed.status = Status.FAILED
+    peer = completed([0.0, 0.0], 0.5, 0, 7)
+    for ind in (own, failed, peer, immigrant([2.0, 2.0], 0.1, 1, 9)):
+        prop.observe(ind)
+    (child,) = prop([])
+    assert prop.particle is own
+    np.testing.assert_allclose(child.position, [2.0, 0.0])
+    prop.bind(2, 4)  # another worker's propagator: none of these is its particle
+    prop([])
+    assert prop.particle is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_observing_and_a_pool_of_the_best_move_as_the_whole_population_does(kind):
+    """As the loop drives it (observe, pool of ``breeding_pool``) and as 1.2.2 code calls it: one swarm."""
+    n_workers, limits = 3, {"a": (-5.12, 5.12), "b": (-5.12, 5.12)}
+
+    def run(observing: bool) -> list[bytes]:
+        props = [
+            Conditional(
+                n_workers, make(kind, limits, rank=r, seed=r), InitUniformPSO(limits, r, rng=random.Random(r))
+            )
+            for r in range(n_workers)
+        ]
+        population, everyone = Population(), []
+        for generation in range(40):
+            for r, prop in enumerate(props):
+                pool = population.best(prop.breeding_pool) if observing else list(population)
+                (child,) = prop(pool)
+                child.rank, child.generation, child.uid = r, generation, len(everyone)
+                child.loss, child.status = sphere(child), Status.COMPLETED
+                population.add(child)
+                everyone.append(child)
+                if observing:
+                    for other in props:
+                        other.observe(child)
+        return [ind.position.tobytes() for ind in everyone]
+
+    assert Conditional(n_workers, make(kind), InitUniformPSO(LIMITS, 0)).breeding_pool == n_workers
+    assert run(observing=True) == run(observing=False)
 
 
 def test_init_uniform_pso():
