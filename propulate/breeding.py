@@ -22,10 +22,13 @@ delivered when it is sent, one of the two always sees the other's.
 
 The breeder also keeps what its island peers said of their progress, so that the loop can keep breeding
 pools fresh: a worker that has started more than :data:`MAX_LAG` evaluations more than a peer whose
-running evaluation is due (told of at least the peer's mean evaluation time ago) gives that peer's news up
-to :data:`MAX_WAIT` seconds to arrive before it breeds (:meth:`Breeder.behind`). With a cheap loss function
-and more ranks than cores, a worker otherwise runs ahead while its peers are not scheduled, breeding from
-its own results; a peer busy with an evaluation that is not due is never waited for.
+running evaluation is due (told of at least :data:`DUE` times the peer's mean evaluation time ago) gives
+that peer's news up to :data:`MAX_WAIT` seconds to arrive before it breeds (:meth:`Breeder.behind`). With a
+cheap loss function and more ranks than cores, a worker otherwise runs ahead while its peers are not
+scheduled, breeding from its own results and, in a small search space, from configurations its peers
+evaluated meanwhile (a sender's messages reach a receiver that is not scheduled only as far as the MPI
+library's shared-memory buffers hold them: 64 messages per sender with MPICH). A peer busy with an
+evaluation that is not due is never waited for, so costly evaluations do not pay for this.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from .population import Population
 from .propagators.base import Propagator, as_list
 from .space import SearchSpace
 
-__all__ = ["MAX_ATTEMPTS", "MAX_DRAWS", "MAX_LAG", "MAX_WAIT", "Breeder"]
+__all__ = ["DUE", "MAX_ATTEMPTS", "MAX_DRAWS", "MAX_LAG", "MAX_WAIT", "Breeder"]
 
 log = logging.getLogger("propulate")
 
@@ -56,6 +59,9 @@ MAX_DRAWS = 64
 MAX_LAG = 2
 #: Seconds a worker gives late news of its island peers to arrive before it breeds, at most.
 MAX_WAIT = 0.01
+#: A peer's running evaluation is due once this many times its mean evaluation time has passed since it
+#: announced the evaluation (the margin covers its loop and the scheduling of its rank).
+DUE = 1.5
 
 
 class Breeder:
@@ -154,13 +160,14 @@ class Breeder:
         """Whether a peer's news should have arrived: it is behind, and its running evaluation is due.
 
         A peer is behind when it has started more than :data:`MAX_LAG` evaluations fewer than this worker
-        (``started``); its evaluation is due when it told us of it at least its mean evaluation time ago.
+        (``started``); its evaluation is due when it told us of it at least :data:`DUE` times its mean
+        evaluation time ago (at once while it has not told us its mean).
         A peer that is merely slower, busy with an evaluation that is not due yet, is not waited for; one
         whose result is due is late only because its messages are (or it has not been scheduled: more
         ranks than cores). O(number of peers).
         """
         for peer_started, told, period in self._peers.values():
-            if started - peer_started > MAX_LAG and now - told >= period:
+            if started - peer_started > MAX_LAG and now - told >= DUE * period:
                 return True
         return False
 

@@ -601,14 +601,14 @@ class Propulator:
         takes in messages, yielding the processor between polls, until that peer's news arrives or
         :data:`propulate.breeding.MAX_WAIT` seconds pass: with more ranks than cores the peer may simply not
         have been scheduled, and with a cheap loss function a few milliseconds decide whether the worker
-        breeds from its island's results or from its own. It first sends its own news, so that peers
-        waiting for it do not wait in vain. A peer that is busy with an evaluation not yet due is not
-        waited for, so costly evaluations do not pay for this.
+        breeds from its island's results or from its own. A peer that is busy with an evaluation not yet
+        due is not waited for, so costly evaluations do not pay for this. Waits cannot go round in a
+        circle: a worker only waits for peers that started fewer evaluations than it did, so the one
+        furthest behind never waits, and its news ends the others' waits.
         """
         breeder = self._breeder
         if not breeder.behind(self._started, time.monotonic()):
             return
-        self._tell_island()
         deadline = time.monotonic() + MAX_WAIT
         backoff = Backoff()
         while self._stop_reason is None:
