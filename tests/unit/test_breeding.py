@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from propulate import Individual
-from propulate.breeding import MAX_ATTEMPTS, MAX_LAG, Breeder
+from propulate.breeding import DUE, MAX_ATTEMPTS, MAX_LAG, Breeder
 from propulate.individual import Status
 from propulate.population import Population
 from propulate.propagators import Conditional, InitUniform, Propagator, SelectMin
@@ -284,7 +284,8 @@ def test_a_peers_next_announcement_releases_its_previous_configuration() -> None
         (MAX_LAG, 0, 0.0, 0.0, 1.0, False),  # behind by MAX_LAG: normal asynchrony
         (MAX_LAG + 1, 0, 0.0, 0.0, 1.0, True),  # further behind, and its result is due
         (MAX_LAG + 1, 0, 0.0, 5.0, 1.0, False),  # further behind, but busy with a long evaluation
-        (MAX_LAG + 1, 0, 0.0, 5.0, 5.0, True),  # ... that is due now
+        (MAX_LAG + 1, 0, 0.0, 5.0, 5.0 * DUE - 0.01, False),  # ... not due yet: its loop, its scheduling
+        (MAX_LAG + 1, 0, 0.0, 5.0, 5.0 * DUE, True),  # ... due now
     ],
 )
 def test_a_peer_is_waited_for_only_when_behind_and_due(
