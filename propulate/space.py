@@ -234,13 +234,13 @@ class SearchSpace:
                 size *= p.width
         return size
 
-    def key(self, position: np.ndarray) -> int:
-        """Return a hash of the values ``position`` decodes to: equal for positions of equal values.
+    def canonical(self, position: np.ndarray) -> bytes:
+        """Return the values ``position`` decodes to, as bytes: equal for positions of equal values.
 
         Integers are rounded and clipped and categories read by argmax, as :meth:`decode_one` does, so
-        that two positions that differ only inside a category block or below an integer's rounding have
-        the same key; ``-0.0`` and ``0.0`` are one value. O(number of slots), without decoding into Python
-        objects. The hash is Python's own, salted per process: compare keys within one process only.
+        that two positions that differ only inside a category block or below an integer's rounding give
+        the same bytes; ``-0.0`` and ``0.0`` are one value. O(number of slots), without decoding into
+        Python objects; the same in every process (what workers announce to each other).
 
         Parameters
         ----------
@@ -256,7 +256,15 @@ class SearchSpace:
             which = block.argmax()
             block[:] = 0.0
             block[which] = 1.0
-        return hash(canonical.tobytes())
+        return canonical.tobytes()
+
+    def key(self, position: np.ndarray) -> int:
+        """Return a hash of the values ``position`` decodes to: ``hash`` of :meth:`canonical`.
+
+        Python's hash, salted per process: compare keys within one process only (a worker announces
+        :meth:`canonical` and its peers hash it).
+        """
+        return hash(self.canonical(position))
 
     def configurations(self) -> Iterator[np.ndarray]:
         """Yield the position of every configuration of a finite space, in lexicographic order.

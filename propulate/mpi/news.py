@@ -8,19 +8,17 @@ that stops breeding says so once (it retires), so that nobody waits for its next
 
 On the wire an update is ``(chunks, deactivated, announcement)``. ``chunks`` are the individuals as plain
 values (:meth:`Individual.packed`) in runs of one search space; a run's search space is named only when it
-differs from the last one this sender named, so a run of one space names it in the sender's first message
-and peers remember it per sender (messages from one sender arrive in order). ``deactivated`` is a list of
-uids. ``announcement`` is ``None`` or ``(space named or None, position bytes or None when retiring,
-evaluations started, mean evaluation seconds)``; peers read it after the chunks, so whichever of the two
-names the space first, the peers know it when they need it. No MPI in here: the loop sends and receives.
+differs from the last one this sender named, so a run of one space names it in the sender's first message with
+individuals and peers remember it per sender (messages from one sender arrive in order). ``deactivated`` is a
+list of uids. ``announcement`` is ``None`` or ``(configuration or None when retiring, evaluations started,
+mean evaluation seconds)``, the configuration as :meth:`SearchSpace.canonical` bytes, which the peers hash. No
+MPI in here: the loop sends and receives.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from ..individual import Individual, unpack
 from ..space import SearchSpace
@@ -92,13 +90,11 @@ class IslandNews:
         if not self.has_peers or not (self._added or self._deactivated or retire or announce is not None):
             return None
         chunks = self._pack(self._added)
-        announcement: tuple[SearchSpace | None, bytes | None, int, float] | None = None
+        announcement: tuple[bytes | None, int, float] | None = None
         if announce is not None:
-            named = None if announce.space is self._sent_space else announce.space
-            self._sent_space = announce.space
-            announcement = (named, announce.position.tobytes(), started, period)
+            announcement = (announce.space.canonical(announce.position), started, period)
         elif retire:
-            announcement = (None, None, started, period)
+            announcement = (None, started, period)
         update = (chunks, self._deactivated, announcement)
         self._added = []
         self._deactivated = []
@@ -127,9 +123,6 @@ class IslandNews:
             runs.append([unpack(space, *row) for row in rows])
         said = None
         if announcement is not None:
-            named, position, started, period = announcement
-            if named is not None:
-                self._peer_spaces[source] = named
-            key = None if position is None else self._peer_spaces[source].key(np.frombuffer(position))
-            said = Announcement(key, started, period)
+            configuration, started, period = announcement
+            said = Announcement(None if configuration is None else hash(configuration), started, period)
         return runs, deactivated, said

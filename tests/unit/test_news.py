@@ -33,7 +33,7 @@ def test_nothing_to_say_sends_nothing() -> None:
     assert alone.update(announce=evaluated(1, 0.1), started=1) is None
 
 
-def test_a_first_message_names_the_space_whether_it_carries_individuals_an_announcement_or_both() -> None:
+def test_a_first_message_reads_back_whether_it_carries_individuals_an_announcement_or_both() -> None:
     space = SearchSpace.of(LIMITS)
     for with_news, with_announcement in [(True, False), (False, True), (True, True)]:
         sender, receiver = IslandNews(True), IslandNews(True)
@@ -55,14 +55,19 @@ def test_a_first_message_names_the_space_whether_it_carries_individuals_an_annou
 
 def test_later_messages_do_not_name_the_space_again_and_news_is_sent_once() -> None:
     sender, receiver = IslandNews(True), IslandNews(True)
-    receiver.read(2, wire(sender.update(evaluated(9, 0.1), started=1)))
+    first = sender.update(evaluated(9, 0.1), started=1)
+    assert first is not None and first[0] == []  # an announcement alone names no space: peers need none
+    receiver.read(2, wire(first))
     sender.queue([evaluated(10, 0.3)], [])
-    update = sender.update(evaluated(11, 0.2), started=2)
+    receiver.read(2, wire(sender.update(evaluated(11, 0.2), started=2)))  # its chunk names the space
+    sender.queue([evaluated(12, 0.4)], [])
+    update = sender.update(evaluated(13, 0.5), started=3)
     assert update is not None
     chunks, _, announcement = update
-    assert chunks[0][0] is None and announcement[0] is None  # the space was named before
+    assert chunks[0][0] is None  # named before
+    assert announcement[0] == evaluated(13, 0.5).space.canonical(evaluated(13, 0.5).position)
     runs, _, said = receiver.read(2, wire(update))
-    assert runs[0][0].uid == 10 and said is not None and said.started == 2
+    assert runs[0][0].uid == 12 and said is not None and said.started == 3
     assert sender.update() is None  # everything queued went out
 
 
