@@ -7,8 +7,8 @@ parameter ``x`` is ``x + 1 / (k + 1)`` for epochs ``k = 0 .. EPOCHS - 1``, so a 
 tells at which epoch it was stopped.
 
 Modes (``--mode``): ``run`` (a plain run, or a resumed one), ``subrank-fail`` (the worker's second rank
-raises after the collective of its third epoch for ``x > 3.5``: the evaluation fails on every rank of the
-worker, and nobody hangs).
+raises after the collective of the third epoch of every third evaluation it starts, whatever the search
+bred: the evaluation fails on every rank of the worker, and nobody hangs).
 Prints one ``RESULT`` line on rank 0 with what the worker roots saw.
 """
 
@@ -37,6 +37,7 @@ parser.add_argument("--mode", choices=("run", "subrank-fail"), default="run")
 args = parser.parse_args()
 
 epochs_run = 0  # epochs this rank started, over the whole run
+evaluations_run = 0  # evaluations this rank started
 
 
 def curve(x: float, epoch: int) -> float:
@@ -44,11 +45,12 @@ def curve(x: float, epoch: int) -> float:
 
 
 def loss(params, comm=MPI.COMM_SELF):
-    global epochs_run
+    global epochs_run, evaluations_run
+    evaluations_run += 1
     for epoch in range(EPOCHS):
         epochs_run += 1
         comm.allreduce(epoch)  # every rank of the worker takes part in every epoch it starts
-        if args.mode == "subrank-fail" and comm.rank == 1 and epoch == 2 and params["x"] > 3.5:
+        if args.mode == "subrank-fail" and comm.rank == 1 and epoch == 2 and evaluations_run % 3 == 0:
             raise RuntimeError("a sub-rank failed in the middle of training")
         # Only the first rank's value counts: the others yield nonsense.
         yield curve(params["x"], epoch) if comm.rank == 0 else 1e9
