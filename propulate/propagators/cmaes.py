@@ -1,27 +1,74 @@
-"""Covariance matrix adaptation evolution strategy (CMA-ES), asynchronous.
+"""Covariance matrix adaptation evolution strategy (CMA-ES) for asynchronous workers.
 
 The strategy follows N. Hansen, "The CMA Evolution Strategy: A Tutorial", arXiv:1604.00772 (2016); equation
 numbers below refer to it. The active covariance update (negative weights for the worst individuals) is the
 one of G. A. Jastrebski and D. V. Arnold, "Improving Evolution Strategies through Active Covariance Matrix
 Adaptation", IEEE CEC 2006, in the form of Hansen 2016, Sec. 3.6 and eqs. (46)-(53).
 
+Parallel design: one strategy per island, replicated on every worker. Each worker keeps its own copy of
+the strategy and feeds it every result of the island through :meth:`CMAPropagator.observe`, in the order in
+which the evaluations ended (``evaltime``, then ``uid``), whichever worker evaluated them; every ``lambda``
+consecutive results form one generation and make one update. Since every worker learns the same results
+in the same order with the same deterministic update, the copies are identical (a replicated state
+machine, F. B. Schneider, "Implementing Fault-Tolerant Services Using the State Machine Approach", ACM
+Computing Surveys 22(4), 1990): the island performs about ``evaluations / lambda`` updates, as a
+synchronous CMA-ES with population ``lambda`` does, and no worker waits for anybody. ``lambda`` grows with
+the square root of the number of workers ``W`` (:meth:`CMAPropagator.bind`), so that an evaluation spans
+about ``(W - 1) / lambda``, at most ``sqrt(W) / 4``, updates.
+
+Four rules make the results of such an island usable, as they are drawn while earlier ones are still being
+evaluated:
+
+- Tags. Each offspring carries the distribution it was drawn from, ``(generation, mean, sigma)``, as the
+  attribute ``cma_sample``, which travels with it to the island's peers (not to the checkpoint).
+- Injection. A result that was not drawn from the current distribution (drawn before the latest update, an
+  immigrant from another island, one without a tag such as a restored one) is an injected solution in the
+  sense of N. Hansen, "Injecting External Solutions Into CMA-ES", arXiv:1110.4181 (2011): its step from the
+  current mean is clipped to the Mahalanobis length ``sqrt(n) + 2 n / (n + 2)``, so that no single point can
+  derail the mean, the step size or the covariance matrix. The mean moves to the weighted recombination of
+  the best (clipped) points (Hansen 2016, eq. (42) with ``c_m = 1``), the step size follows that move.
+  Results without a tag get no negative weight (as in N. Hansen's ``pycma``).
+- Own-frame steps for the covariance matrix. The rank-mu update learns each tagged result's step in the
+  distribution it was drawn from, ``(x - m_g) / sigma_g``, a sample of ``N(0, C_g)`` whatever happened since;
+  the step from the moved mean would teach the covariance matrix the mean's own motion instead. (Taking each
+  sample in the distribution it was drawn from is the idea of T. Glasmachers, "A Natural Evolution Strategy
+  with Asynchronous Strategy Updates", GECCO 2013.)
+- Delay compensation. An offspring is evaluated while about ``(island_size - 1) / lambda`` updates happen,
+  so it is drawn around the mean predicted for the time its result is learned: the mean moved ahead by that
+  many mean shifts, each estimated from the evolution path ``p_c`` (eq. (45)), whose stationary value is the
+  recent mean shift times ``sqrt((2 - c_c) mu_eff / c_c) / sigma``. This is the weight prediction from
+  smoothed updates that C.-C. Chen, C.-L. Yang and H.-Y. Cheng, "Efficient and Robust Parallel DNN Training
+  through Model Parallelism on Multi-GPU Platform", arXiv:1809.02839 (2018), use against stale weights.
+
+The first generation of an island of several workers is special: each worker drew its first offspring
+around its own random initial mean, so every first result counts as drawn from the current distribution of
+its drawer (tags), the mean becomes the weighted recombination of their best and the paths their weighted
+steps; from then on the copies agree. A worker learns the results waiting for it when it breeds, except
+those that ended in the last ``margin`` seconds (its own among them): at least ``MARGIN`` (5 %) of the mean
+evaluation time, so that peers' results still on their way are learned in their place. A result that
+arrives after a later one was learned is learned at once; the margin then grows to 1.5 times its lateness
+(at most half the mean evaluation time). Messages slower than that make the copies differ a little; they
+stay close, since the mean is anchored to the same points.
+
+With one worker every result is drawn from the current distribution and learned before the next offspring
+is drawn: the updates are those of the synchronous CMA-ES (``cmaes.CMA.tell``).
+
 The strategy works in the unit box: each parameter ``x`` with limits ``(low, high)`` is searched as
-``(x - low) / (high - low)`` in [0, 1], so one step size fits all parameters at the start. Every worker
-keeps its own strategy state. On each call the propagator collects the evaluated individuals it has not used
-yet, wherever they were bred; once at least ``lambda`` of them exist it performs one generation's update with
-all of them, then samples one offspring from the (possibly updated) distribution.
+``(x - (low + high) / 2) / (high - low)`` in [-1/2, 1/2], so one step size fits all parameters at the start,
+and a point near the centre of the box keeps the full floating-point resolution.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..individual import Individual, Status, loss_order
+from ..individual import Individual, Status
 from ..space import Kind, SearchSpace
 from ..validation import check_int
 from .base import Propagator
@@ -36,6 +83,27 @@ SIGMA_MIN = 1e-20
 C_MIN = 1e-100
 #: Resampling attempts before an offspring outside the box is mirrored into it.
 MAX_RESAMPLES = 10
+#: The attribute of an offspring that names the distribution it was drawn from: ``(generation, mean,
+#: sigma)`` with the mean in the unit box.
+TAG = "cma_sample"
+#: Results waiting to be learned, in multiples of ``lambda``, before the oldest are learned anyway (a
+#: worker learns the waiting ones when it breeds; one busy with a long evaluation would collect without
+#: bound). The same number of the latest learned results is kept to complete a resumed state.
+PENDING_LIMIT = 4
+#: The least a worker holds back, as a fraction of the mean evaluation time: results that ended that
+#: recently are learned at its next breeding, so that those still on their way are learned in order.
+MARGIN = 0.05
+
+
+class _Result(NamedTuple):
+    """What a result teaches, kept until it is learned: the sort key, the point and the tag."""
+
+    evaltime: float
+    uid: int
+    arrival: int
+    loss: float
+    position: np.ndarray
+    tag: tuple[int, np.ndarray, float] | None
 
 
 class CMAAdapter:
@@ -194,22 +262,41 @@ class CMAParameter:
 
 
 class CMAPropagator(Propagator):
-    """Asynchronous CMA-ES: sample one offspring from the learned normal distribution per call.
+    """Asynchronous CMA-ES: learn from every result of the island, sample one offspring per call.
 
-    Each call takes the evaluated individuals (all active ones of the island, see :attr:`breeding_pool`) it
-    has not used yet. Once at least ``pop_size`` of them exist, they form one generation: they are ranked by
-    loss, the ``mu = pop_size // 2`` best move the mean (Hansen 2016, eqs. (41)-(42)), the step size and the
-    paths follow (eqs. (43)-(45)) and the covariance matrix learns (eqs. (46)-(47)). Individuals are told
-    apart by ``uid``; those without one (``uid < 0``, bred by hand) by identity.
+    The design is the module's: a copy of the island's strategy on every worker, learning the island's
+    results in the order their evaluations ended, one update per ``lambda`` results. A result is observed
+    in O(1); it is learned (O(n^2), plus one update of O(lambda n^2) and now and then an eigendecomposition
+    per ``lambda`` results) when the worker next breeds. A call costs O(n^2) whatever the length of the
+    run: the loop passes no individuals (:attr:`breeding_pool` is 0). A population passed by hand (as
+    Propulate 1.2.2's loop did) is learned from too, each individual once (see :meth:`__call__`).
 
-    The offspring is ``x = m + sigma * B D z`` with ``z ~ N(0, I)`` (Hansen 2016, eqs. (38)-(40)) in the unit
-    box of the search space, i.e. drawn from ``N(m, sigma**2 C)`` with the learned covariance ``C``.
-    Boundary rule: a sample outside the box is drawn again, up to ``MAX_RESAMPLES`` (10) times; if all fall
-    outside, the last one is mirrored at the box faces (``x -> -x`` below 0, ``x -> 2 - x`` above 1,
-    repeatedly). Offspring therefore always lie inside ``limits``. The update uses the offspring as they
-    are, after repair.
+    Usable results are completed and pruned ones (with their last interim loss); failed and interrupted
+    evaluations teach nothing. A generation's results are ranked by loss (ties by the order they ended),
+    the ``mu = lambda // 2`` best move the mean (Hansen 2016, eqs. (41)-(42)), the step size and the paths
+    follow (eqs. (43)-(45)) and the covariance matrix learns (eqs. (46)-(47)); injected results are clipped
+    (Hansen 2011) and the covariance matrix learns each result's step in the distribution it was drawn
+    from, as the module docstring describes. Individuals from other islands (``migration_steps > 0``) are
+    injected solutions, whatever their tag says.
+
+    The offspring is ``x = m' + sigma * B D z`` with ``z ~ N(0, I)`` (Hansen 2016, eqs. (38)-(40)) in the
+    unit box of the search space, i.e. drawn from ``N(m', sigma**2 C)`` with the learned covariance ``C``,
+    where ``m'`` is the mean moved ahead by the predicted shift of the updates to come during the
+    evaluation (``m' = m`` with one worker). Boundary rule: a sample outside the box is drawn again, up to
+    ``MAX_RESAMPLES`` (10) times; if all fall outside, the last one is mirrored at the box faces,
+    repeatedly. Offspring therefore always lie inside ``limits``. Learning uses the offspring as they were
+    evaluated, after repair.
 
     The initial mean is uniform in the box (from this propagator's generator), the initial step size 0.3.
+
+    Checkpoint: :meth:`state_dict` holds the strategy (mean, step size, covariance matrix and its
+    decomposition, paths, counters), the results of the generation being collected and those waiting to
+    be learned (at most ``PENDING_LIMIT * lambda``), the key of the last result learned, the margin and the
+    generator: O(n^2 + lambda n) numbers, whatever the length of the run. Tags are not checkpointed. On
+    resume the loop first observes the restored population (results without tags, injected), which
+    rebuilds a strategy where no state was saved; :meth:`load_state_dict` then restores the saved state and
+    learns again the restored results that ended after the last one it had learned (the state is saved
+    about every 0.25 s), up to ``PENDING_LIMIT * lambda`` of them.
 
     Parameters
     ----------
@@ -221,11 +308,15 @@ class CMAPropagator(Propagator):
         Decompose ``C`` after every update; otherwise only once per ``1 / (10 n (c_1 + c_mu))``
         generations (Hansen 2016, Sec. B.2), in between sampling with the last ``B`` and ``D``.
     select_worst_all_time : bool
-        For :class:`ActiveCMA`: give the negative weights to the worst ``pop_size - mu`` individuals of all
-        given ones (all time) instead of the worst of the current generation. No effect for
-        :class:`BasicCMA`.
+        Accepted for compatibility with Propulate 1.2.2, where :class:`ActiveCMA` gave the negative weights
+        to the worst individuals of all time instead of the worst of the generation. It has no effect: those
+        are far from the current distribution, i.e. injected solutions, which get no negative weights (as in
+        N. Hansen's ``pycma``), and giving them negative weights in every generation shrinks the covariance
+        matrix along the same few directions until it degenerates (the previous implementation of this
+        option overflowed after about 1,000 evaluations of the 10-D ellipsoid).
     pop_size : int >= 2, optional
-        ``lambda``, the individuals per generation; ``4 + floor(3 ln n)`` by default (Hansen 2016, eq. (48)).
+        ``lambda``, the results per update. By default ``max(4 + floor(3 ln n), ceil(4 sqrt(island_size)))``
+        (Hansen 2016, eq. (48), grown with the island, see :meth:`bind`).
     pool_size : int >= 1
         Accepted for compatibility with Propulate 1.2.2, where the ``mu`` parents were drawn at random from
         the ``pool_size * mu`` best individuals. This propagator ranks whole generations instead, so it does
@@ -233,6 +324,11 @@ class CMAPropagator(Propagator):
     rng : random.Random or int or numpy.random.Generator, optional
         Seeds this propagator's own ``numpy.random.Generator``; OS entropy if not given. The global random
         states are never used.
+
+    Attributes
+    ----------
+    par : CMAParameter
+        The strategy.
 
     Raises
     ------
@@ -259,57 +355,228 @@ class CMAPropagator(Propagator):
         if others:
             raise ValueError(f"limits: CMA-ES supports float parameters (low, high) only, not {others}")
         n = self.space.ndim
-        lambda_ = 4 + int(3 * math.log(n)) if pop_size is None else check_int("pop_size", pop_size, 2)
+        self.pop_size = None if pop_size is None else check_int("pop_size", pop_size, 2)
         self.pool_size = check_int("pool_size", pool_size, 1)
         self.adapter = adapter
         self.decompose_in_each_generation = bool(decompose_in_each_generation)
         self.select_worst_all_time = bool(select_worst_all_time)
         self.np_rng = _numpy_generator(rng)
+        self.center = (self.space.lower + self.space.upper) / 2
         self.width = np.where(self.space.upper > self.space.lower, self.space.upper - self.space.lower, 1.0)
-        self.par = CMAParameter(n, lambda_, self.np_rng.uniform(size=n), SIGMA0, adapter)
-        self._used: set[int] = set()
+        self.par = CMAParameter(n, self._lambda(1), self.np_rng.uniform(size=n) - 0.5, SIGMA0, adapter)
+        self._island_size = 1
+        self._clip = math.sqrt(n) + 2 * n / (n + 2)  # Hansen 2011, the longest step of an injection
+        self._arrivals = 0
+        self._pending: list[_Result] = []
+        self._recent: collections.deque[_Result] = collections.deque(maxlen=PENDING_LIMIT * self.par.lambda_)
+        self._last: tuple[float, int] = (-math.inf, -1)  # (evaltime, uid) of the last result learned
+        self._margin = 0.0  # seconds of results held back, against late arrivals
+        self._period = 0.0  # running mean of the evaluation times observed, seconds
+        # The generation being collected: per result its loss, its point for the mean and its step for C.
+        self._losses: list[float] = []
+        self._points: list[np.ndarray] = []
+        self._steps: list[np.ndarray] = []
+        self._injected: list[bool] = []  # no step of its own (no tag): no negative weight
+        self._sampling: tuple[int, np.ndarray, float] | None = None
+        self._listed: Individual | None = None  # the last individual passed to a call
+
+    def _lambda(self, island_size: int) -> int:
+        if self.pop_size is not None:
+            return self.pop_size
+        default = 4 + int(3 * math.log(self.space.ndim))  # Hansen 2016, eq. (48)
+        return max(default, math.ceil(4 * math.sqrt(island_size)))
+
+    def bind(self, island_rank: int, island_size: int = 1) -> None:
+        """Size the generations to the island: ``lambda = max(4 + floor(3 ln n), ceil(4 sqrt(W)))``.
+
+        Unless ``pop_size`` was given; ``W`` is ``island_size``. An offspring's result is learned about
+        ``(W - 1) / lambda`` updates after it was drawn: staler results teach less, a larger ``lambda``
+        makes fewer updates. Measured with ``benchmarks/cmaes_scaling.py`` (10-D sphere, ellipsoid and
+        Rosenbrock, 6,000 evaluations, 10-20 seeds): ``lambda = W`` was best at ``W = 16`` (12 and 10 were
+        worse), ``lambda = W / 2`` to ``4 sqrt(W)`` beat ``lambda = W`` by a decade or more at ``W = 32``
+        and 64, and ``W = 8`` did slightly better with 10 than with 12. Called by the loop before anything is
+        observed; the distribution drawn at construction is kept.
+        """
+        self._island_size = check_int("island_size", island_size, 1)
+        lambda_ = self._lambda(self._island_size)
+        if lambda_ != self.par.lambda_:
+            par = CMAParameter(self.par.n, lambda_, self.par.mean, self.par.sigma, self.adapter)
+            par.load_state_dict(self.par.state_dict())
+            self.par = par
+            self._recent = collections.deque(self._recent, maxlen=PENDING_LIMIT * lambda_)
+        self._sampling = None
+
+    @property
+    def breeding_pool(self) -> int:
+        """0: this propagator learns through :meth:`observe`, so the loop passes no individuals."""
+        return 0
 
     # ------------------------------------------------------------------------------------------ ask
 
-    def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
-        fresh = [ind for ind in inds if _key(ind) not in self._used and ind.status not in _UNUSABLE]
-        if len(fresh) >= self.par.lambda_:
-            self._used.update(_key(ind) for ind in fresh)
-            usable = [ind for ind in inds if ind.status not in _UNUSABLE]
-            self._tell(sorted(fresh, key=loss_order), sorted(usable, key=loss_order))
-        return [Individual(self._sample(), self.space)]
+    def __call__(self, inds: list[Individual]) -> list[Individual]:
+        """Learn what waits to be learned, then return a list of one offspring, tagged (see ``TAG``).
 
-    def _sample(self) -> np.ndarray:
+        Parameters
+        ----------
+        inds : list of Individual
+            None from the loop, which passes every result to :meth:`observe`. Called directly with a
+            population in arrival order (as Propulate 1.2.2's loop did), it first observes the individuals
+            after the last one it knows, so that each is learned once; not modified.
+        """
+        self._observe_new(inds)
+        self._learn_ready()
+        generation, mean, sigma = self._sampling_distribution()
+        offspring = Individual(self._sample(mean, sigma), self.space)
+        setattr(offspring, TAG, (generation, mean, sigma))
+        return [offspring]
+
+    def _sampling_distribution(self) -> tuple[int, np.ndarray, float]:
+        """Return the distribution offspring are drawn from now, ``(generation, mean, sigma)``; cached."""
+        par = self.par
+        if self._sampling is None or self._sampling[0] != par.generation:
+            mean = par.mean
+            ahead = (self._island_size - 1) / par.lambda_  # updates during one evaluation
+            if ahead > 0:
+                # Delay compensation: the mean shift per update from the evolution path (eq. (45)).
+                shift = par.sigma * math.sqrt(par.c_c / ((2 - par.c_c) * par.mu_eff)) * par.p_c
+                mean = mean + ahead * shift
+            self._sampling = (par.generation, mean, par.sigma)
+        return self._sampling
+
+    def _sample(self, mean: np.ndarray, sigma: float) -> np.ndarray:
         par = self.par
         for _ in range(MAX_RESAMPLES):
             z = self.np_rng.standard_normal(par.n)
-            x = par.mean + par.sigma * (par.B @ (par.D * z))  # Hansen 2016, eqs. (38)-(40)
-            if np.all((x >= 0.0) & (x <= 1.0)):
+            u = mean + sigma * (par.B @ (par.D * z))  # Hansen 2016, eqs. (38)-(40)
+            if np.all(np.abs(u) <= 0.5):
                 break
         else:
-            x = np.mod(x, 2.0)
-            x = np.where(x > 1.0, 2.0 - x, x)  # mirrored at the faces of the box
-        return np.clip(self.space.lower + x * self.width, self.space.lower, self.space.upper)
+            u = np.mod(u + 0.5, 2.0)
+            u = np.where(u > 1.0, 2.0 - u, u) - 0.5  # mirrored at the faces of the box
+        return np.clip(self.center + u * self.width, self.space.lower, self.space.upper)
 
     # ----------------------------------------------------------------------------------------- tell
 
-    def _unit(self, inds: list[Individual]) -> np.ndarray:
-        return (np.array([ind.position for ind in inds]) - self.space.lower) / self.width
+    def observe(self, ind: Individual) -> None:  # noqa: D102
+        if ind.status not in _USABLE or math.isnan(ind.loss):
+            return
+        tag = getattr(ind, TAG, None) if ind.migration_steps == 0 else None
+        if not (isinstance(tag, tuple) and len(tag) == 3):
+            tag = None
+        self._arrivals += 1
+        result = _Result(ind.evaltime, ind.uid, self._arrivals, float(ind.loss), ind.position, tag)
+        if math.isfinite(result.evaltime):
+            if (result.evaltime, result.uid) < self._last:
+                # A late arrival: hold back at least as long from now on (at most half an evaluation).
+                self._margin = max(self._margin, 1.5 * (self._last[0] - result.evaltime))
+            if ind.evalperiod > 0:
+                self._period += (ind.evalperiod - self._period) / min(self._arrivals, 100)
+        self._pending.append(result)
+        if len(self._pending) >= PENDING_LIMIT * self.par.lambda_:
+            self._learn_pending(keep=self.par.lambda_)
 
-    def _tell(self, ranked: list[Individual], all_ranked: list[Individual]) -> None:
-        """One generation's update from ``ranked`` (best first); ``all_ranked`` is every known individual."""
+    def _observe_new(self, inds: list[Individual]) -> None:
+        """Observe the individuals at the end of ``inds`` that this propagator does not know yet."""
+        if not inds:
+            return
+        known = {r.uid for r in self._recent} | {r.uid for r in self._pending}
+        start = len(inds)
+        while start > 0:
+            ind = inds[start - 1]
+            if ind is self._listed or (ind.uid >= 0 and ind.uid in known):
+                break
+            if math.isfinite(ind.evaltime) and (ind.evaltime, ind.uid) <= self._last:
+                break
+            start -= 1
+        for ind in inds[start:]:
+            self.observe(ind)
+        self._listed = inds[-1]
+
+    def _learn_ready(self) -> None:
+        """Learn the waiting results, except those that ended in the last ``margin`` seconds.
+
+        A worker alone on its island has no peers whose results could be on their way: it learns all.
+        """
+        if self._period > 0:
+            self._margin = min(max(self._margin, MARGIN * self._period), self._period / 2)
+        ends = [r.evaltime for r in self._pending if math.isfinite(r.evaltime)]
+        if self._island_size > 1 and self._margin > 0 and ends:
+            newest = max(ends)
+            self._learn_pending(keep=sum(1 for end in ends if end > newest - self._margin))
+        else:
+            self._learn_pending()
+
+    def _learn_pending(self, keep: int = 0) -> None:
+        """Learn the waiting results in the order their evaluations ended, all but the ``keep`` latest."""
+        self._pending.sort(key=_order)
+        ready = len(self._pending) - keep
+        for result in self._pending[:ready]:
+            self._learn(result)
+        del self._pending[:ready]
+
+    def _learn(self, result: _Result) -> None:
+        par = self.par
+        u = (result.position - self.center) / self.width
+        y = (u - par.mean) / par.sigma  # Hansen 2016, eq. (38)
+        first = par.generation == 0 and self._island_size > 1
+        if result.tag is not None:
+            generation, mean, sigma = result.tag
+            own = (u - mean) / sigma  # the step in the distribution it was drawn from
+            fresh = first or generation == par.generation
+        else:
+            own, fresh = y, first
+        if fresh:
+            point = u
+        else:
+            point = par.mean + par.sigma * self._clipped(y)  # Hansen 2011: injected
+            own = self._clipped(own)
+        self._losses.append(result.loss)
+        self._points.append(point)
+        self._steps.append(own)
+        self._injected.append(result.tag is None)
+        self._recent.append(result)
+        if math.isfinite(result.evaltime):
+            self._last = max(self._last, (result.evaltime, result.uid))
+        if len(self._losses) >= par.lambda_:
+            self._tell(
+                np.array(self._losses),
+                np.array(self._points),
+                np.array(self._steps),
+                np.array(self._injected),
+            )
+            self._losses.clear()
+            self._points.clear()
+            self._steps.clear()
+            self._injected.clear()
+
+    def _clipped(self, y: np.ndarray) -> np.ndarray:
+        """``y`` shortened to the Mahalanobis length ``sqrt(n) + 2 n / (n + 2)`` (Hansen 2011)."""
+        length = float(np.linalg.norm(self.par.inv_sqrt_times(y)))
+        return y * (self._clip / length) if length > self._clip else y
+
+    def _tell(self, losses: np.ndarray, points: np.ndarray, steps: np.ndarray, injected: np.ndarray) -> None:
+        """One generation's update from ``lambda`` results in learning order.
+
+        ``losses`` and ``injected`` have shape ``(lambda,)``; ``points`` (shape ``(lambda, n)``) are the
+        results in the unit box, clipped where injected; ``steps`` (same shape) their steps in the
+        distributions they were drawn from (from the current mean, clipped, for those without a tag:
+        ``injected``, which get no negative weight, as in N. Hansen's ``pycma``).
+        """
         par = self.par
         mu = par.mu
-        n_neg = par.lambda_ - mu
-        w_pos, w_neg = par.weights[:mu], par.weights[mu:]
-        y_pos = (self._unit(ranked[:mu]) - par.mean) / par.sigma  # Hansen 2016, eq. (38)
-        best = {id(ind) for ind in ranked[:mu]}
-        pool = [ind for ind in (all_ranked if self.select_worst_all_time else ranked) if id(ind) not in best]
-        worst = pool[len(pool) - n_neg :]
-        y_neg = (self._unit(worst) - par.mean) / par.sigma if self.adapter.active and worst else None
+        order = np.argsort(losses, kind="stable")
+        points, steps = points[order], steps[order]
+        w_pos = par.weights[:mu]
+        y_pos = steps[:mu]
+        taught = ~injected[order][mu:]
+        y_neg, w_neg = steps[mu:][taught], par.weights[mu:][taught]
 
-        y_w = w_pos @ y_pos  # Hansen 2016, eq. (41)
-        par.mean = par.mean + par.sigma * y_w  # Hansen 2016, eq. (42), c_m = 1
+        old_mean = par.mean
+        par.mean = w_pos @ points[:mu]  # Hansen 2016, eq. (42) with c_m = 1
+        if par.generation == 0 and self._island_size > 1:
+            y_w = w_pos @ y_pos  # the workers started from different means: their steps
+        else:
+            y_w = (par.mean - old_mean) / par.sigma  # Hansen 2016, eq. (41)
         par.generation += 1
 
         c_sigma, c_c, c_1, c_mu = par.c_sigma, par.c_c, par.c_1, par.c_mu
@@ -329,13 +596,12 @@ class CMAPropagator(Propagator):
         delta_h = (1 - h_sigma) * c_c * (2 - c_c)  # Hansen 2016, p. 28, delta(h_sigma)
         rank_mu = (y_pos.T * w_pos) @ y_pos
         weight_sum = float(np.sum(w_pos))
-        if y_neg is not None:
+        if self.adapter.active and len(y_neg):
             # Negative weights are rescaled by n / ||C^(-1/2) y||^2, Hansen 2016, eq. (46).
             # A sample equal to the mean (a step below float resolution) has y = 0 and teaches nothing.
             squared = np.sum(par.inv_sqrt_times(y_neg) ** 2, axis=1)
             scale = np.divide(par.n, squared, out=np.zeros_like(squared), where=squared > 0)
-            w_circ = w_neg[-len(y_neg) :] * scale
-            rank_mu += (y_neg.T * w_circ) @ y_neg
+            rank_mu += (y_neg.T * (w_neg * scale)) @ y_neg
             weight_sum += float(np.sum(w_neg))
         new_c = (  # Hansen 2016, eq. (47)
             (1 + c_1 * delta_h - c_1 - c_mu * weight_sum) * par.C
@@ -353,16 +619,44 @@ class CMAPropagator(Propagator):
     def state_dict(self) -> dict[str, Any]:  # noqa: D102
         return {
             "par": self.par.state_dict(),
-            "used": sorted(self._used),
+            "losses": np.array(self._losses, dtype=np.float64),
+            "points": np.array(self._points, dtype=np.float64).reshape(-1, self.par.n),
+            "steps": np.array(self._steps, dtype=np.float64).reshape(-1, self.par.n),
+            "injected": list(self._injected),
+            "pending": [_plain(r) for r in self._pending],
+            "last": self._last,
+            "margin": self._margin,
+            "period": self._period,
+            "arrivals": self._arrivals,
             "np_rng": self.np_rng.bit_generator.state,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:  # noqa: D102
         if not state:
             return
+        # What this worker observed before (the restored population) and the saved state had not learned.
+        seen = list(self._recent) + self._pending
         self.par.load_state_dict(state["par"])
-        self._used = set(state["used"])
         self.np_rng.bit_generator.state = state["np_rng"]
+        self._sampling = None
+        if "pending" not in state:
+            # Written before this design: the strategy and the generator only, the mean in [0, 1].
+            self.par.mean = self.par.mean - 0.5
+            return
+        # A resumed island may be of another size, hence another lambda: keep the latest that fit.
+        keep = self.par.lambda_ - 1
+        self._losses = [float(v) for v in state["losses"]][-keep:]
+        self._points = [np.array(v) for v in state["points"]][-keep:]
+        self._steps = [np.array(v) for v in state["steps"]][-keep:]
+        self._injected = [bool(v) for v in state["injected"]][-keep:]
+        self._last = (float(state["last"][0]), int(state["last"][1]))
+        self._margin = float(state["margin"])
+        self._period = float(state["period"])
+        self._arrivals = int(state["arrivals"])
+        self._pending = [_Result(*fields) for fields in state["pending"]]
+        known = {r.uid for r in self._pending}
+        self._pending += [r for r in seen if (r.evaltime, r.uid) > self._last and r.uid not in known]
+        self._recent.clear()
 
     def __repr__(self) -> str:
         return (
@@ -371,11 +665,19 @@ class CMAPropagator(Propagator):
         )
 
 
-_UNUSABLE = (Status.FAILED, Status.INTERRUPTED, Status.PENDING)
+_USABLE = (Status.COMPLETED, Status.PRUNED)
 
 
-def _key(ind: Individual) -> int:
-    return ind.uid if ind.uid >= 0 else id(ind)
+def _order(result: _Result) -> tuple[float, int, int]:
+    """Return the key of the learning order: when the evaluation ended (first if unknown), uid, arrival."""
+    evaltime = result.evaltime if math.isfinite(result.evaltime) else -math.inf
+    return (evaltime, result.uid, result.arrival)
+
+
+def _plain(result: _Result) -> tuple[Any, ...]:
+    """Return a waiting result as plain values for the checkpoint (copies of the arrays)."""
+    tag = None if result.tag is None else (result.tag[0], result.tag[1].copy(), result.tag[2])
+    return (*result[:4], result.position.copy(), tag)
 
 
 def _numpy_generator(rng: random.Random | int | np.random.Generator | None) -> np.random.Generator:

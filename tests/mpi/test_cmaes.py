@@ -1,17 +1,14 @@
-"""Asynchronous CMA-ES under mpiexec: four workers of one island solve 10-D benchmarks to within 1e-8.
+"""Asynchronous CMA-ES under mpiexec: an island of 1, 4 or 8 workers minimizes 10-D benchmarks.
 
-Each launch runs ``programs/cmaes_run.py`` for 3000 generations per worker (12000 evaluations). Measured on
-this 2-core machine at 4 ranks (the run is asynchronous, so the numbers vary from run to run): evaluations
-until the best loss fell below 1e-8 were 6176/6045 (ellipsoid, basic), 5928/5728 (ellipsoid, active),
-5835 to 8118 (Rosenbrock, basic) and 7532 to 8359 (Rosenbrock, active); a launch of 12000 evaluations takes
-25-30 s.
+Each launch runs ``programs/cmaes_run.py``: 6,000 evaluations in all, each sleeping a lognormal time of
+median 2 ms (so that an evaluation takes longer than a message, as in real use; the loss itself costs
+nothing). The program asserts on every rank that the individuals lie inside the limits, that the workers
+agree on the best loss and that every worker observed every evaluation; it reports the best loss, the
+updates of each worker's copy of the strategy and how far the copies ended apart.
 
-The 10-D Rosenbrock function also has a local minimum, ``ROSENBROCK_LOCAL_MINIMUM`` near (-1, 1, ..., 1)
-(Newton's method from that point, ``scipy.optimize.minimize(method="trust-exact")``). With the default
-population CMA-ES converges to it now and then: in 2 of 12 launches with seed 0 (one per adapter), each
-time to within 2e-15. Which minimum a launch finds is chance, so the test asks for either one to within
-1e-8: that is what shows the adaptation at work. Asking for the global one, with a second seed when the
-first launch ended in the local one, would fail about once in 36 tests (1/6 squared).
+Thresholds come from launches on this 2-core machine (8 ranks oversubscribe it), seed 0, repeated
+``LAUNCHES`` times per case (the runs are asynchronous, so they differ from launch to launch); see
+``MEASURED``. With one rank the run is the serial strategy and deterministic.
 """
 
 from __future__ import annotations
@@ -22,23 +19,51 @@ import pytest
 
 pytestmark = pytest.mark.mpi
 
-GENERATIONS = 3000  # per worker
-TARGET = 1e-8
-ROSENBROCK_LOCAL_MINIMUM = 3.98657911234714
+EVALUATIONS = 6000
+SLEEP = "0.002"
+
+#: Launches per case behind the thresholds, and what they gave: best loss (min / median / max) and the
+#: largest spread of the copies' means (in step sizes) and ratio of their step sizes.
+LAUNCHES = 10
+MEASURED = {
+    ("ellipsoid", 4): "1.5e-22 / 1.9e-15 / 4.0e-12; spread 0.37, step sizes 1.39",
+    ("ellipsoid", 8): "1.0e-9 / 2.6e-9 / 8.5e-9; spread 0.20, step sizes 1.43",
+    ("rosenbrock", 4): "2.2e-13 / 4.3e-7 / 6.6e-4; spread 0.08, step sizes 1.18",
+    ("rosenbrock", 8): "8.4e-8 / 2.7e-5 / 0.63; spread 0.44, step sizes 1.45",
+}
+#: Best loss each case must reach: a decade or more above the worst launch measured, except Rosenbrock at 8
+#: ranks, whose slowest launch was still crawling along the valley: it must be below the local minimum
+#: (3.99); points drawn at random in the box score hundreds to thousands.
+THRESHOLDS = {
+    ("ellipsoid", 4): 1e-10,
+    ("ellipsoid", 8): 1e-7,
+    ("rosenbrock", 4): 1e-2,
+    ("rosenbrock", 8): 3.0,
+}
 
 
-def best_loss(mpirun, tmp_path, function: str, adapter: str) -> dict:
-    args = ["--function", function, "--adapter", adapter, "--generations", str(GENERATIONS)]
-    args += ["--seed", "0", "--checkpoint", str(tmp_path)]
-    out = mpirun("cmaes_run.py", 4, *args, timeout=90).stdout
+def run(mpirun, tmp_path, ranks: int, function: str, adapter: str = "active") -> dict:
+    args = ["--function", function, "--adapter", adapter, "--generations", str(EVALUATIONS // ranks)]
+    args += ["--seed", "0", "--sleep", SLEEP, "--checkpoint", str(tmp_path)]
+    out = mpirun("cmaes_run.py", ranks, *args, timeout=60).stdout
     line = next(line for line in out.splitlines() if line.startswith("RESULT "))
     return json.loads(line[len("RESULT ") :])
 
 
-@pytest.mark.parametrize("adapter", ["basic", "active"])
+def test_one_rank_is_the_serial_strategy(mpirun, tmp_path):
+    result = run(mpirun, tmp_path, 1, "ellipsoid")
+    assert result["evaluations"] == EVALUATIONS and result["updates"] == [EVALUATIONS // 10]
+    assert result["best"] < 1e-15, result
+
+
+@pytest.mark.parametrize("ranks", [4, 8])
 @pytest.mark.parametrize("function", ["ellipsoid", "rosenbrock"])
-def test_cmaes_reaches_target(mpirun, tmp_path, function, adapter):
-    result = best_loss(mpirun, tmp_path, function, adapter)
-    assert result["evaluations"] == 4 * GENERATIONS
-    minima = [0.0, ROSENBROCK_LOCAL_MINIMUM] if function == "rosenbrock" else [0.0]
-    assert min(abs(result["best"] - minimum) for minimum in minima) < TARGET, result
+def test_an_island_learns_one_strategy(mpirun, tmp_path, function, ranks):
+    result = run(mpirun, tmp_path, ranks, function)
+    assert result["evaluations"] == EVALUATIONS
+    lambda_ = {4: 10, 8: 12}[ranks]  # max(4 + floor(3 ln 10), ceil(4 sqrt(ranks)))
+    assert result["lambda"] == lambda_
+    # Every copy learned every result: evaluations / lambda updates each.
+    assert result["updates"] == [EVALUATIONS // lambda_] * ranks, result
+    assert result["spread"] < 1.0 and result["sigma_ratio"] < 2.0, result
+    assert result["best"] < THRESHOLDS[(function, ranks)], result
