@@ -2,17 +2,20 @@
 
 CMA-ES (covariance matrix adaptation evolution strategy) samples candidates from a multivariate normal
 distribution and learns its mean, step size and covariance matrix from the best candidates, so that it
-follows curved and badly scaled valleys. Here every MPI rank runs its own copy of the strategy: it samples
-one candidate, evaluates it and shares the result with all others; whenever a rank has seen ``lambda`` new
-results (from any rank) it updates its distribution. ``--adapter basic`` learns from the best half of each
-generation, ``--adapter active`` also from the worst ones, pushing the distribution away from them.
+follows curved and badly scaled valleys. Here every MPI rank keeps a copy of the island's strategy: it
+samples one candidate, evaluates it and shares the result with all others; every rank learns every result in
+the order the evaluations ended, ``lambda`` results per update, so the copies stay the same and the island
+makes about one update per ``lambda`` evaluations, as a serial CMA-ES does. ``--adapter basic`` learns
+from the best half of each generation, ``--adapter active`` also from the worst ones, pushing the
+distribution away from them.
 
 CMA-ES needs float parameters only; the benchmark functions of ``propulate.utils.benchmark_functions`` all
 have them. Run it with::
 
     mpiexec -n 4 python tutorials/cmaes_example.py --function rosenbrock --adapter active --generations 200
 
-``--pop_size`` is not used: CMA-ES picks ``lambda = 4 + floor(3 ln n)`` for ``n`` parameters. The log goes to
+``--pop_size`` is not used: CMA-ES picks ``lambda = max(4 + floor(3 ln n), ceil(4 sqrt(W)))`` for ``n``
+parameters and ``W`` workers. The log goes to
 ``<checkpoint>/cmaes_example.log``; the best individuals are logged at the end.
 """
 
