@@ -404,28 +404,13 @@ class CanonicalPSO(ConstrictionPSO):
         return np.clip(super()._velocity(x, v, p_best, g_best), -v_max, v_max)
 
 
-def _propulate_122_order(
-    c_cognitive: float,
-    c_social: float,
-    rank: int,
-    limits: Mapping[str, Any] | SearchSpace,
-    rng: random.Random | None = None,
-) -> None:
-    """Stand for Propulate 1.2.2's arguments of :class:`StatelessPSO` (only the signature is used)."""
-
-
-def _inertia_first_order(
-    inertia: float,
-    c_cognitive: float,
-    c_social: float,
-    rank: int,
-    limits: Mapping[str, Any] | SearchSpace,
-    rng: random.Random | None = None,
-) -> None:
-    """Stand for the arguments of :class:`StatelessPSO` in the order of :class:`BasicPSO` (signature only)."""
-
-
-_STATELESS_ORDERS = (inspect.signature(_propulate_122_order), inspect.signature(_inertia_first_order))
+#: The calls :class:`StatelessPSO` accepts: Propulate 1.2.2's, which is :class:`BasicPSO`'s without
+#: ``inertia``, and :class:`BasicPSO`'s own.
+_INERTIA_FIRST = inspect.signature(BasicPSO)
+_STATELESS_ORDERS = (
+    _INERTIA_FIRST.replace(parameters=[p for p in _INERTIA_FIRST.parameters.values() if p.name != "inertia"]),
+    _INERTIA_FIRST,
+)
 
 
 class StatelessPSO(BasicPSO):
