@@ -197,22 +197,16 @@ class Breeder:
             If the propagator returns no individuals.
         """
         parents = self.population.best(self.pool) if self.pool is not None else self.population.active()
-        ind = self._offspring(parents)
-        space = self.space = ind.space
-        if not self.is_known(space.key(ind.position)):
-            return ind
-        for _ in range(MAX_ATTEMPTS - 1):
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            ind = self._offspring(parents)
+            space = self.space = ind.space
+            if not self.is_known(space.key(ind.position)):
+                return ind
             self.repeats += 1
-            if self._exhausted(space):
-                return None
+            if attempt < MAX_ATTEMPTS and self._exhausted(space):
+                return None  # after the last attempt the draws find out (and say so)
             if isinstance(self.propagator, Propagator):
                 self.propagator.reject(ind)
-            ind = self._offspring(parents)
-            if not self.is_known(ind.space.key(ind.position)):
-                return ind
-        self.repeats += 1
-        if isinstance(self.propagator, Propagator):
-            self.propagator.reject(ind)
         return self._draw(space)
 
     def _offspring(self, parents: list[Individual]) -> Individual:
