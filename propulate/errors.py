@@ -6,7 +6,14 @@ Every error derives from :class:`PropulateError` and also from the builtin that 
 
 from __future__ import annotations
 
-__all__ = ["EvaluationInterrupted", "LayoutError", "PropulateError", "RunAbortedError", "SearchSpaceError"]
+__all__ = [
+    "EvaluationInterrupted",
+    "LayoutError",
+    "PropulateError",
+    "RunAbortedError",
+    "SearchSpaceError",
+    "WorkerFailedError",
+]
 
 
 class PropulateError(Exception):
@@ -25,8 +32,15 @@ class RunAbortedError(PropulateError, RuntimeError):
     """The run stopped on the first failed evaluation (``on_failure="stop"``); raised on every rank."""
 
 
+class WorkerFailedError(PropulateError, RuntimeError):
+    """Another rank of the run failed outside the loss function; raised on every other rank.
+
+    The message names the failing rank, its host and its traceback. What was evaluated is in the checkpoint.
+    """
+
+
 class EvaluationInterrupted(BaseException):
-    """Raised inside a running loss function when a stop signal's grace period has run out.
+    """Raised inside a running loss function when it must end now: a stop's grace period or the time is up.
 
     Derives from ``BaseException``, like ``KeyboardInterrupt``, so that ``except Exception`` in user code does
     not swallow it.

@@ -31,6 +31,7 @@ from mpi4py import MPI
 from .errors import EvaluationInterrupted
 from .individual import Individual, Status
 from .mpi.messaging import Backoff
+from .mpi.worker_comm import WorkerComm
 from .surrogate.base import NullSurrogate, Surrogate
 
 log = logging.getLogger("propulate")
@@ -188,11 +189,15 @@ class WorkerChannel:
         """Root: release the other ranks; the run is over for this worker."""
         self._post(_STOP, b"")
 
-    def next_task(self) -> Individual | None:
-        """Other ranks: wait for the next individual; ``None`` when the worker is done."""
+    def next_task(self, check: Callable[[], None]) -> Individual | None:
+        """Other ranks: wait for the next individual; ``None`` when the worker is done.
+
+        ``check`` is called while waiting; what it raises (another rank failed) ends the wait.
+        """
         request = self.comm.Ibcast(self._header, root=0)
         backoff = Backoff(cap=2e-3)
         while not request.Test():
+            check()
             backoff.wait()
         kind, size = (int(x) for x in self._header)
         if kind == _STOP:
@@ -217,6 +222,10 @@ class Evaluator:
     one rank can never leave the others waiting in a mismatched collective. A rank that failed waits at most
     ``failure_timeout`` seconds for the others to reach the agreement; if they do not (they are stuck in a
     collective operation with the failed rank) it aborts the job with a message instead of hanging.
+
+    When the evaluation is interrupted (a stop, see :mod:`propulate.lifecycle`), whatever the loss function
+    raises from then on counts as the interruption, not as a failure: a rank released from a collective
+    operation whose partner was interrupted sees an error of that collective.
 
     Parameters
     ----------
@@ -253,6 +262,18 @@ class Evaluator:
         self.failure_timeout = float(failure_timeout)
         self.surrogate: Surrogate = surrogate if surrogate is not None else NullSurrogate()
         self.evaluating = False  # read by the stop-signal handler
+        self.count = 0  # evaluations begun on this rank
+        #: The communicator handed to ``loss_fn``: ``user_comm``, or an interruptible duplicate of it.
+        self.loss_comm: MPI.Comm = user_comm
+        #: Whether the running evaluation is being interrupted (set by the run).
+        self.interrupting: Callable[[], bool] = _never
+        #: Called while waiting for the worker's other ranks; raises if another rank failed (set by the run).
+        self.check: Callable[[], None] = _nothing
+        #: Called with :attr:`count` when the loss function raised here (set by the run).
+        self.left: Callable[[int], None] = _ignore
+        #: Called when the evaluation was interrupted here, to release the worker's other ranks from a
+        #: collective operation of the loss function (set by the run).
+        self.release: Callable[[], None] = _nothing
         if self.multi_rank and not _takes_communicator(loss_fn):
             raise TypeError(
                 "loss_fn: with several ranks per worker it is called as loss_fn(params, comm), "
@@ -271,17 +292,20 @@ class Evaluator:
         start = time.perf_counter()
         run = _Run(root)
         result: Any = None
+        self.count += 1
         self.evaluating = True
         try:
-            result = self.loss_fn(ind, self.user_comm) if self.multi_rank else self.loss_fn(ind)
+            result = self.loss_fn(ind, self.loss_comm) if self.multi_rank else self.loss_fn(ind)
             if not is_generator(result):
                 run.finish(result)
         except EvaluationInterrupted:
             run.flags |= _Step.INTERRUPTED
         except Exception:
-            run.fail(traceback.format_exc())
+            self._failed(run)
         finally:
             self.evaluating = False
+        if run.flags & _Step.INTERRUPTED and self.multi_rank:
+            self.release()
         if run.flags:
             flags = self._combine(run.flags)
         else:
@@ -289,6 +313,8 @@ class Evaluator:
         if not run.flags & _Step.EXHAUSTED:
             _close(result)
         status = _status(flags)
+        if isinstance(self.loss_comm, WorkerComm) and status in (Status.FAILED, Status.INTERRUPTED):
+            self.loss_comm = self.loss_comm.renewed()
         if root:
             # A pruned run keeps its interim loss, which must be a real loss as much as a final one.
             if status in (Status.COMPLETED, Status.PRUNED) and (
@@ -316,28 +342,34 @@ class Evaluator:
             except EvaluationInterrupted:
                 run.flags |= _Step.INTERRUPTED
             except Exception:
-                run.fail(traceback.format_exc())
+                self._failed(run)
             finally:
                 self.evaluating = False
+            if not run.flags and self.interrupting():
+                run.flags |= _Step.INTERRUPTED  # between two steps: every rank of the worker stops here
             if run.root and not run.flags and self.consult_surrogate("cancel", run.loss):
                 run.flags |= _Step.CANCELLED
             flags = self._combine(run.flags)
             if flags:
                 return flags
 
-    def consult_surrogate(self, method: str, *args: Any) -> Any:
-        """Call the surrogate's ``method``; if it raises, log the error and return ``None``.
+    def _failed(self, run: _Run) -> None:
+        """Record that the loss function raised: a failure, or the end of an interrupted evaluation."""
+        if self.interrupting():
+            run.flags |= _Step.INTERRUPTED
+        else:
+            run.fail(traceback.format_exc())
+            if self.multi_rank:
+                self.left(self.count)
 
-        A broken surrogate must not cost the evaluation or hang the worker's other ranks.
+    def consult_surrogate(self, method: str, *args: Any) -> Any:
+        """Call the surrogate's ``method``.
+
+        What it raises ends the run on every rank with an error that names this rank (see
+        :mod:`propulate.mpi.alarm`), rather than a run that goes on without the early stopping it was
+        configured for; every evaluation that ended is in the checkpoint.
         """
-        try:
-            return getattr(self.surrogate, method)(*args)
-        except Exception:
-            log.error(
-                f"rank {MPI.COMM_WORLD.rank}: {type(self.surrogate).__name__}.{method} raised; the surrogate "
-                f"is ignored for this step:\n{traceback.format_exc()}"
-            )
-            return None
+        return getattr(self.surrogate, method)(*args)
 
     def learn(self, evaluation: Evaluation) -> Any:
         """Worker root, after an evaluation: update the surrogate and return its data for the other workers.
@@ -371,6 +403,7 @@ class Evaluator:
         deadline = time.monotonic() + self.failure_timeout
         stopping = flags & (_Step.FAILED | _Step.INTERRUPTED)
         while not request.Test():
+            self.check()
             if stopping and time.monotonic() > deadline:
                 log.critical(
                     f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: the loss function failed here "
@@ -380,6 +413,18 @@ class Evaluator:
                 _abort_job()
             backoff.wait()
         return int(seen[0])
+
+
+def _never() -> bool:
+    return False
+
+
+def _nothing() -> None:
+    return None
+
+
+def _ignore(evaluation: int) -> None:
+    return None
 
 
 def _abort_job(pause: float = 1.0) -> None:

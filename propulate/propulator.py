@@ -36,13 +36,15 @@ from .checkpoint import (
     make_uid,
     plan_resume,
 )
-from .errors import RunAbortedError
+from .errors import RunAbortedError, WorkerFailedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
 from .individual import Individual, Status
-from .lifecycle import StopConditions, seconds_from_environment
+from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
-from .mpi.messaging import Backoff, Mailbox, Tag, drain
+from .mpi.alarm import Alarm, FailureReport, threads_may_poll
+from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain
 from .mpi.news import IslandNews
+from .mpi.worker_comm import WorkerComm
 from .population import Population
 from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin
@@ -52,6 +54,10 @@ from .validation import check_int, check_probability, check_seconds
 __all__ = ["Propulator"]
 
 log = logging.getLogger("propulate")
+
+#: Seconds a running evaluation may go on after another rank failed (at most; a shorter grace period
+#: applies): every rank then raises within about this time plus what its finishing takes.
+FAILURE_GRACE = 20.0
 
 # Seconds between snapshots of a worker's state (RNG, propagator) for the checkpoint: the writer's flush
 # interval, since a flush stores only the latest snapshot (a snapshot costs about 100 us after a wake-up).
@@ -142,17 +148,22 @@ class Propulator:
     accept_inf : bool
         Count an infinite loss as a result instead of a failure.
     time_limit : float, optional
-        Wall-clock budget of ``propulate()`` in seconds (default: the environment variable
+        Wall-clock budget of each ``propulate()`` call in seconds (default: the environment variable
         ``PROPULATE_TIME_LIMIT``, else none). With SLURM, the job's end time (``SLURM_JOB_END_TIME``) is a
-        budget too. Workers stop breeding early enough to finish their evaluation, drain the messages and
-        write the checkpoint before it runs out.
+        budget too. ``propulate()`` returns before it runs out: no evaluation starts that would not end
+        (at its running mean duration) before the margin, and one still running when the margin begins is
+        interrupted as by a stop signal and evaluated again on resume. The margin is 10 % of the budget, at
+        least 0.5 s and at most 60 s (:func:`propulate.lifecycle.time_limit_margin`).
     grace_period : float, optional
         Seconds a running evaluation may go on after a stop signal (SIGTERM, SIGINT, SIGUSR1) before it is
         interrupted (it is evaluated again on resume); default ``PROPULATE_GRACE_PERIOD``, else 20. A second
-        SIGINT interrupts at once.
+        SIGINT interrupts at once. All ranks of a multi-rank worker are interrupted together, see
+        :mod:`propulate.lifecycle` and, for MPI collectives inside the loss function,
+        :mod:`propulate.mpi.worker_comm`.
     failure_timeout : float
         With multi-rank workers: seconds a rank whose loss function failed waits for the worker's other
-        ranks before it aborts the job (they may be stuck in a collective operation with it).
+        ranks before it aborts the job (they may be stuck in a collective operation with it that cannot be
+        interrupted, see :mod:`propulate.mpi.worker_comm`).
 
     Raises
     ------
@@ -160,6 +171,13 @@ class Propulator:
         For out-of-range arguments (named in the message).
     TypeError
         If ``loss_fn`` or ``propagator`` is not callable, or ``loss_fn`` cannot take the worker communicator.
+
+    Notes
+    -----
+    An exception on any rank outside the loss function (a propagator, a surrogate, the checkpoint writer)
+    ends the run on every rank: the failing rank raises it, every other rank raises
+    :class:`propulate.errors.WorkerFailedError` naming it, within :data:`FAILURE_GRACE` seconds plus the time
+    to finish, and every rank writes its checkpoint first (:mod:`propulate.mpi.alarm`).
     """
 
     def __init__(
@@ -241,8 +259,9 @@ class Propulator:
         self._stop_reason: str | None = None  # why this worker stops before its generations are done
         self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
         self._stop_conditions = StopConditions(
-            lambda: self.evaluator.evaluating, self.grace_period, time_limit
+            lambda: self.evaluator.evaluating, self.grace_period, time_limit, self._tell_worker_of_signal
         )
+        self._alarm: Alarm | None = None  # during propulate()
         self._mean_period = 0.0  # running mean of this worker's evaluation time, seconds
         self._worker_size = int(worker_sub_comm.size)
         self._introduced = 0
@@ -307,7 +326,8 @@ class Propulator:
         """Run the optimization; collective over all ranks of all workers.
 
         Each worker evaluates ``generations`` individuals; when it returns, every message has been
-        received and every worker of an island holds the same population.
+        received and every worker of an island holds the same population. After a stop (a signal, the time
+        limit) it may be called again: it continues from the checkpoint.
 
         Parameters
         ----------
@@ -323,29 +343,95 @@ class Propulator:
         ------
         ValueError
             If ``logging_interval`` is not a positive int.
+        RunAbortedError
+            On every rank, after a failed evaluation with ``on_failure="stop"``.
+        WorkerFailedError
+            On every rank but the failing one, when a rank failed outside the loss function (which raises
+            its own exception).
         """
         check_int("logging_interval", logging_interval, 1)
         self.start_time = time.time()
+        self._stop_reason = None
+        self._abort = False
+        conditions = self._stop_conditions
+        alarm = self._alarm = Alarm(
+            conditions, self._worker, self._world if self.is_worker_root else None, FAILURE_GRACE
+        )
+        evaluator = self.evaluator
+        evaluator.interrupting = lambda: time.monotonic() >= conditions.interrupt_at
+        evaluator.check = alarm.check
+        if self._worker.size > 1:
+            evaluator.left = alarm.leave
+            evaluator.release = _release_torch_group
+            evaluator.loss_comm = WorkerComm.of(
+                self.worker_sub_comm,
+                lambda: alarm.left == evaluator.count or conditions.interrupt_due(time.monotonic()),
+            )
+        poll = alarm.poll if threads_may_poll() else _nothing
+        try:
+            with conditions, Watchdog(conditions, poll, _release_torch_group, lambda: evaluator.count):
+                outcome = self._run(logging_interval, debug)
+        except BaseException as err:
+            self._fail(err)
+            raise
+        finally:
+            alarm.close()
+            _release_torch_group()
+        if outcome[0]:
+            raise RunAbortedError(f"the run stopped on a failed evaluation (on_failure='stop'): {outcome[1]}")
+
+    def _run(self, logging_interval: int, debug: int) -> tuple[bool, str | None]:
+        """Begin the session, loop (or serve the worker's root), and share the outcome with the worker."""
+        check = self._check_alarm
         error = self._begin_session() if self.is_worker_root else None
         if self._worker.size > 1:
-            error = self._worker.bcast(error, root=0)
+            error = bcast(self._worker, error, check)
         if error is not None:
             raise CheckpointError(error)
-        with self._stop_conditions:
-            if self.is_worker_root:
-                self._work(logging_interval, debug)
-            else:
-                self._serve()
+        if self.is_worker_root:
+            self._work(logging_interval, debug)
+        else:
+            self._serve()
         outcome = (self._abort, self._stop_reason)
         if self._worker.size > 1:
             # Sub-ranks hold their worker's population too, so user code may read it on any rank.
-            members, outcome = self._worker.bcast((self.population, outcome) if self.is_worker_root else None)
+            members, outcome = bcast(
+                self._worker, (self.population, outcome) if self.is_worker_root else None, check
+            )
             if not self.is_worker_root:
                 self._population = Population()
                 self._population.extend(members)
-        _release_torch_group()
-        if outcome[0]:
-            raise RunAbortedError(f"the run stopped on a failed evaluation (on_failure='stop'): {outcome[1]}")
+        return outcome
+
+    def _fail(self, err: BaseException) -> None:
+        """Give up on this rank: tell every rank (unless another failed first) and close the checkpoint."""
+        alarm = self._alarm
+        assert alarm is not None
+        if not isinstance(err, WorkerFailedError):
+            alarm.fail(FailureReport.of(err, "propulate()"))
+            log.error(
+                f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()} failed; every rank of the run stops. "
+                f"{type(err).__name__}: {err}"
+            )
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except Exception as close_error:
+                log.error(f"Checkpoint: closing {self._writer.path} after the failure failed: {close_error}")
+            self._writer = None
+
+    def _check_alarm(self) -> None:
+        """Raise if another rank failed (taking in alarm messages first where no thread does)."""
+        alarm = self._alarm
+        assert alarm is not None
+        if not threads_may_poll():
+            alarm.poll()
+        alarm.check()
+
+    def _tell_worker_of_signal(self, grace_left: float) -> None:
+        """Tell the worker's other ranks that a stop signal reached this rank, so that they stop with it."""
+        if self._alarm is not None:
+            self._alarm.stop_worker(grace_left)
 
     # -------------------------------------------------------------------------------- stopping early
 
@@ -364,16 +450,18 @@ class Propulator:
 
     def _should_stop(self) -> bool:
         """Check the stop conditions between two evaluations; start a stop where one holds."""
+        self._check_alarm()
         if self._stop_reason is None:
-            if self._stop_conditions.signalled is not None:
-                self._request_stop(f"{self._stop_conditions.signal_name} received")
-            elif self._stop_conditions.out_of_time(self._mean_period):
+            conditions = self._stop_conditions
+            if conditions.reason is not None:
+                self._request_stop(conditions.reason)
+            elif conditions.out_of_time(self._mean_period):
                 self._request_stop("the time limit is near")
         return self._stop_reason is not None
 
     def _serve(self) -> None:
         """Sub-ranks of a multi-rank worker: evaluate what the root hands over until it says stop."""
-        while (ind := self._channel.next_task()) is not None:
+        while (ind := self._channel.next_task(self._check_alarm)) is not None:
             self.evaluator.run_only(ind)
 
     # ----------------------------------------------------------------------------------- checkpoint
@@ -612,6 +700,7 @@ class Propulator:
         deadline = time.monotonic() + MAX_WAIT
         backoff = Backoff()
         while self._stop_reason is None:
+            self._check_alarm()
             if self._receive():
                 backoff.reset()
             now = time.monotonic()
@@ -751,6 +840,7 @@ class Propulator:
 
     def _receive_and_forward(self) -> bool:
         """At the end of the run: take in what arrived, and pass immigrants on to the island at once."""
+        self._check_alarm()
         received = self._receive()
         self._tell_island()
         return received
@@ -911,8 +1001,12 @@ def progress_interval() -> float:
     return interval
 
 
+def _nothing() -> None:
+    return None
+
+
 def _release_torch_group() -> None:
-    """Tear down the worker's torch process group if the helper created one."""
+    """Tear down the worker's torch process group if the helper created one (from any thread)."""
     distributed = sys.modules.get("propulate.utils.distributed")
     if distributed is not None:
         distributed.destroy_worker_process_group()

@@ -31,7 +31,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "drain"]
+__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "bcast", "drain"]
 
 # Give the processor to another runnable process, if there is one (not available on every platform).
 _yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
@@ -310,3 +310,32 @@ def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
         else:
             backoff.wait()
     handle()
+
+
+def bcast(comm: MPI.Comm, obj: Any, check: Callable[[], None], root: int = 0) -> Any:
+    """Broadcast ``obj`` from ``root`` over ``comm`` without blocking in MPI; collective over ``comm``.
+
+    ``check`` is called while waiting, so that what it raises (another rank failed and will never join)
+    ends the wait instead of hanging in a blocking broadcast.
+
+    Returns
+    -------
+    object
+        ``obj`` of the root, on every rank.
+    """
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if comm.rank == root else b""
+    header = bytearray(len(data).to_bytes(8, "little"))
+    _wait(comm.Ibcast([header, MPI.BYTE], root=root), check)
+    if comm.rank == root:
+        _wait(comm.Ibcast([data, MPI.BYTE], root=root), check)
+        return obj
+    payload = bytearray(int.from_bytes(header, "little"))
+    _wait(comm.Ibcast([payload, MPI.BYTE], root=root), check)
+    return pickle.loads(payload)
+
+
+def _wait(request: MPI.Request, check: Callable[[], None]) -> None:
+    backoff = Backoff()
+    while not request.Test():
+        check()
+        backoff.wait()

@@ -55,8 +55,16 @@ def test_sub_rank_failure_fails_the_evaluation_without_hanging(mpirun, tmp_path,
     assert result["failed"] > 0
 
 
-def test_sub_rank_failure_inside_a_collective_takes_the_job_down(mpilaunch, tmp_path):
-    args = ["--mode", "subrank-collective", "--checkpoint", str(tmp_path), "--ranks-per-worker", "2"]
+@pytest.mark.parametrize("ranks", [4, 8])
+def test_sub_rank_failure_inside_a_collective_fails_the_evaluation(mpirun, tmp_path, ranks):
+    # The root waits in an allreduce on the communicator it was handed; the sub-rank's failure releases it.
+    result = faults(mpirun, tmp_path, ranks, "subrank-collective", "--ranks-per-worker", "2", timeout=60)
+    assert result["bred"] == 20 * ranks // 2
+    assert result["failed"] == ranks // 2, "the third evaluation of every worker failed, nothing else"
+
+
+def test_sub_rank_failure_inside_a_foreign_collective_takes_the_job_down(mpilaunch, tmp_path):
+    args = ["--mode", "subrank-foreign-collective", "--checkpoint", str(tmp_path), "--ranks-per-worker", "2"]
     start = time.monotonic()
     result = mpilaunch("faults.py", 4, *args, "--failure-timeout", "3", timeout=60)
     assert result.returncode != 0

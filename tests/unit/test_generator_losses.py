@@ -187,16 +187,14 @@ def test_static_surrogate_stops_a_clearly_worse_run_early():
     assert outcome.steps == 1
 
 
-def test_a_broken_surrogate_is_logged_and_ignored(caplog):
+def test_a_broken_surrogate_raises_out_of_the_evaluation():
+    # Raised, not ignored: the run then fails on every rank with an error naming this one (tests/mpi).
     class Broken(Surrogate):
         def cancel(self, loss):
             raise ZeroDivisionError("surrogate bug")
 
-    with caplog.at_level("ERROR", logger="propulate"):
-        _, outcome = evaluate(curve, Broken())
-    assert outcome.status is Status.COMPLETED
-    assert outcome.steps == 5
-    assert "surrogate bug" in caplog.text
+    with pytest.raises(ZeroDivisionError, match="surrogate bug"):
+        evaluate(curve, Broken())
 
 
 def test_surrogate_data_that_is_not_json_is_not_shared(caplog):

@@ -4,7 +4,9 @@ Modes (``--mode``):
 
 - ``raise``: about 20 % of evaluations raise, 5 % return NaN and 5 % an infinite loss, on random ranks;
 - ``subrank``: with 2-rank workers, the second rank of a worker raises in some evaluations;
-- ``subrank-collective``: the second rank raises while the first waits for it in a collective operation;
+- ``subrank-collective``: the second rank raises while the first waits for it in a collective operation on
+  the communicator the loss function was handed;
+- ``subrank-foreign-collective``: the same on a communicator the user split from ``COMM_WORLD`` themselves;
 - ``stop-on-failure``: one evaluation raises and ``on_failure="stop"``;
 - ``sleep``: every evaluation sleeps ``--sleep`` seconds (for signals and time limits);
 - ``big``: every individual carries a 10 MB array, far above MPI's eager limit.
@@ -66,10 +68,11 @@ def loss(params, comm=MPI.COMM_SELF):
             return math.inf
     elif args.mode == "subrank" and comm.rank == 1 and chaos.random() < 0.3:
         raise RuntimeError("injected failure on a sub-rank")
-    elif args.mode == "subrank-collective":
+    elif args.mode in ("subrank-collective", "subrank-foreign-collective"):
         if comm.rank == 1 and evaluations == 3:
             raise RuntimeError("injected failure on a sub-rank before the reduction")
-        value = comm.allreduce(value) / comm.size
+        reducing = comm if args.mode == "subrank-collective" else foreign
+        value = reducing.allreduce(value) / comm.size
     elif args.mode == "stop-on-failure" and world.rank == 0 and evaluations == 5:
         raise RuntimeError("injected fatal failure")
     return value
@@ -92,6 +95,8 @@ class WithPayload(Propagator):
         return self.inner.breeding_pool
 
 
+# A worker's ranks as the user might group them without propulate (its collectives cannot be interrupted).
+foreign = world.Split(world.rank // args.ranks_per_worker)
 rng = random.Random(99 + world.rank)
 propagator = get_default_propagator(4, limits, rng=rng)
 if args.mode == "big":
