@@ -30,7 +30,7 @@ from mpi4py import MPI
 
 from .errors import EvaluationInterrupted
 from .individual import Individual, Status
-from .mpi.messaging import Backoff
+from .mpi.messaging import Backoff, abandon
 from .mpi.worker_comm import WorkerComm
 from .surrogate.base import NullSurrogate, Surrogate
 
@@ -403,7 +403,11 @@ class Evaluator:
         deadline = time.monotonic() + self.failure_timeout
         stopping = flags & (_Step.FAILED | _Step.INTERRUPTED)
         while not request.Test():
-            self.check()
+            try:
+                self.check()
+            except BaseException:
+                abandon(request, mine, seen)
+                raise
             if stopping and time.monotonic() > deadline:
                 log.critical(
                     f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: the loss function failed here "

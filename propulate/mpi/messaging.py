@@ -31,7 +31,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "bcast", "drain"]
+__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "abandon", "bcast", "drain"]
 
 # Give the processor to another runnable process, if there is one (not available on every platform).
 _yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
@@ -53,6 +53,16 @@ IDLE_POLLS = 2
 #: outbox then re-tests at once if one was noted, else at most this often (at 4 ranks with a zero-cost
 #: loss, every generation used to test them two or three times, each a call into MPI over all of them).
 RETEST_INTERVAL = 1e-3
+
+
+#: Requests given up on, with their buffers: kept for the life of the process, since MPI may still complete
+#: them (a partner that joins late) and write into their buffers.
+_ABANDONED: list[tuple[Any, ...]] = []
+
+
+def abandon(request: MPI.Request, *buffers: Any) -> None:
+    """Give up on ``request``; keep it and ``buffers`` alive, so that MPI never writes into freed memory."""
+    _ABANDONED.append((request, *buffers))
 
 
 class Tag(IntEnum):
@@ -325,17 +335,21 @@ def bcast(comm: MPI.Comm, obj: Any, check: Callable[[], None], root: int = 0) ->
     """
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if comm.rank == root else b""
     header = bytearray(len(data).to_bytes(8, "little"))
-    _wait(comm.Ibcast([header, MPI.BYTE], root=root), check)
+    _wait(comm.Ibcast([header, MPI.BYTE], root=root), check, header)
     if comm.rank == root:
-        _wait(comm.Ibcast([data, MPI.BYTE], root=root), check)
+        _wait(comm.Ibcast([data, MPI.BYTE], root=root), check, data)
         return obj
     payload = bytearray(int.from_bytes(header, "little"))
-    _wait(comm.Ibcast([payload, MPI.BYTE], root=root), check)
+    _wait(comm.Ibcast([payload, MPI.BYTE], root=root), check, payload)
     return pickle.loads(payload)
 
 
-def _wait(request: MPI.Request, check: Callable[[], None]) -> None:
+def _wait(request: MPI.Request, check: Callable[[], None], buffer: Any) -> None:
     backoff = Backoff()
     while not request.Test():
-        check()
+        try:
+            check()
+        except BaseException:
+            abandon(request, buffer)
+            raise
         backoff.wait()

@@ -28,7 +28,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import EvaluationInterrupted
-from .messaging import Backoff
+from .messaging import Backoff, abandon
 
 __all__ = ["WorkerComm"]
 
@@ -71,10 +71,11 @@ class WorkerComm(MPI.Intracomm):
         """
         return WorkerComm.of(self._source, self._due)
 
-    def _wait(self, request: MPI.Request) -> None:
+    def _wait(self, request: MPI.Request, *buffers: Any) -> None:
         backoff = Backoff(cap=5e-4)
         while not request.Test():
             if self._due():
+                abandon(request, *buffers)  # a late partner may still complete it
                 raise EvaluationInterrupted("the evaluation was interrupted in a collective operation")
             backoff.wait()
 
@@ -84,34 +85,34 @@ class WorkerComm(MPI.Intracomm):
         self._wait(self.Ibarrier())
 
     def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Ibcast(buf, root))
+        self._wait(self.Ibcast(buf, root), buf)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:  # noqa: D102, N802
-        self._wait(self.Iallreduce(sendbuf, recvbuf, op))
+        self._wait(self.Iallreduce(sendbuf, recvbuf, op), sendbuf, recvbuf)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Ireduce(sendbuf, recvbuf, op, root))
+        self._wait(self.Ireduce(sendbuf, recvbuf, op, root), sendbuf, recvbuf)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: D102, N802
-        self._wait(self.Iallgather(sendbuf, recvbuf))
+        self._wait(self.Iallgather(sendbuf, recvbuf), sendbuf, recvbuf)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: D102, N802
-        self._wait(self.Iallgatherv(sendbuf, recvbuf))
+        self._wait(self.Iallgatherv(sendbuf, recvbuf), sendbuf, recvbuf)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Igather(sendbuf, recvbuf, root))
+        self._wait(self.Igather(sendbuf, recvbuf, root), sendbuf, recvbuf)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Igatherv(sendbuf, recvbuf, root))
+        self._wait(self.Igatherv(sendbuf, recvbuf, root), sendbuf, recvbuf)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Iscatter(sendbuf, recvbuf, root))
+        self._wait(self.Iscatter(sendbuf, recvbuf, root), sendbuf, recvbuf)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Iscatterv(sendbuf, recvbuf, root))
+        self._wait(self.Iscatterv(sendbuf, recvbuf, root), sendbuf, recvbuf)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: D102, N802
-        self._wait(self.Ialltoall(sendbuf, recvbuf))
+        self._wait(self.Ialltoall(sendbuf, recvbuf), sendbuf, recvbuf)
 
     # ------------------------------------------------------------------------------------ pickle-based
 
