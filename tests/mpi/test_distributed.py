@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+LAUNCH_CHECK = Path(__file__).parent / "programs" / "launch_check.py"
+# Variables of launchers that may surround the test run itself; the launches below set their own.
+LAUNCHER_PREFIXES = ("SLURM_", "PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_")
+LAUNCHER_NAMES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PROPULATE_SKIP_LAUNCH_CHECK")
 
 pytestmark = [pytest.mark.mpi, pytest.mark.torch]
 
@@ -57,6 +63,79 @@ def test_unknown_method_is_rejected() -> None:
     result = run_python(code)
     assert result.returncode != 0
     assert "ValueError" in result.stderr and "method" in result.stderr and "'nccl-slurm'" in result.stderr
+
+
+def start_singletons(per_process: list[dict[str, str]]) -> list[subprocess.CompletedProcess[str]]:
+    """Start one plain process (an MPI singleton) of ``launch_check.py`` per environment, all at once."""
+    base = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith(LAUNCHER_PREFIXES) and name not in LAUNCHER_NAMES
+    }
+    base.update(PYTHONPATH=str(REPO), PYTHONUNBUFFERED="1")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(LAUNCH_CHECK)],
+            env={**base, **extra},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for extra in per_process
+    ]
+    results = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            pytest.fail("a singleton process of launch_check.py hung for more than 60 s")
+        results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, ""))
+    return results
+
+
+@pytest.mark.parametrize(
+    ("launcher", "named"),
+    [
+        ({"SLURM_STEP_ID": "0", "SLURM_NTASKS": "2"}, "SLURM_NTASKS=2 (with SLURM_PROCID="),
+        ({"WORLD_SIZE": "2", "LOCAL_RANK": "0"}, "WORLD_SIZE=2 (with RANK="),
+    ],
+)
+def test_processes_that_are_not_one_mpi_job_all_fail_fast(launcher: dict[str, str], named: str) -> None:
+    """srun without SLURM's PMI, or torchrun: two processes, each an MPI world of one rank."""
+    rank_variable = "SLURM_PROCID" if "SLURM_NTASKS" in launcher else "RANK"
+    start = time.monotonic()
+    results = start_singletons([{**launcher, rank_variable: str(rank)} for rank in range(2)])
+    assert time.monotonic() - start < 60
+    for result in results:
+        assert result.returncode == 3, result.stdout[-3000:]
+        assert named in result.stdout and "but MPI's COMM_WORLD has 1 rank(s)" in result.stdout, result.stdout
+        assert "not with torchrun" in result.stdout, result.stdout
+
+
+def test_the_launch_check_can_be_skipped_and_ignores_the_batch_script() -> None:
+    results = start_singletons(
+        [
+            {
+                "SLURM_STEP_ID": "0",
+                "SLURM_NTASKS": "2",
+                "SLURM_PROCID": "0",
+                "PROPULATE_SKIP_LAUNCH_CHECK": "1",
+            },
+            {"SLURM_NTASKS": "2", "SLURM_PROCID": "0"},  # sbatch's script, outside any srun step
+        ]
+    )
+    for result in results:
+        assert result.returncode == 0 and "launch ok" in result.stdout, result.stdout[-3000:]
+
+
+def test_a_disagreement_seen_by_one_rank_fails_every_rank(mpilaunch) -> None:
+    result = mpilaunch(LAUNCH_CHECK, 2, "1", timeout=120, env={"PROPULATE_SKIP_LAUNCH_CHECK": ""})
+    assert result.returncode != 0
+    for rank in range(2):
+        assert f"[{rank}] launch error: launch: on rank 1 " in result.stdout, result.stdout[-3000:]
+    assert "WORLD_SIZE=4 (with RANK=1) says that torchrun started 4 processes" in result.stdout
 
 
 def test_torch_ddp_tutorial(mpirun, tmp_path: Path) -> None:
