@@ -27,15 +27,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .breeding import MAX_WAIT, Breeder
-from .checkpoint import (
-    CheckpointError,
-    CheckpointWriter,
-    Record,
-    checkpoint_files,
-    load_checkpoint,
-    make_uid,
-    plan_resume,
-)
+from .checkpoint import CheckpointError, CheckpointWriter, Record, make_uid, plan_session, read_shared
 from .errors import RunAbortedError, WorkerFailedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
 from .individual import Individual, Status
@@ -253,7 +245,7 @@ class Propulator:
         self._resume = _resume_wanted(resume)
         self._session = 0
         self._writer: CheckpointWriter | None = None
-        self._resume_table: np.ndarray | None = None
+        self._generation_start = 0  # the generation counter at the start of the session
         self._requeue: list[Individual] = []
         self._last_snapshot = -math.inf
         self._stop_reason: str | None = None  # why this worker stops before its generations are done
@@ -469,18 +461,28 @@ class Propulator:
     def _begin_session(self) -> str | None:
         """Resume from the checkpoint or start fresh; collective over the worker roots.
 
-        The first worker root reads the checkpoint and plans where everything goes; every worker receives
-        its island's population, its generation counter, its interrupted evaluations and (same layout) its
-        RNG and propagator state. Returns an error message, the same on every worker root, or ``None``.
+        The worker roots read the checkpoint's files, each a share; the first plans where everything goes
+        (:mod:`propulate.checkpoint.session`) and creates its file, which holds every worker's generation
+        counter, before any other worker starts; every worker then receives its island's population, its
+        generation counter, its interrupted evaluations and (same layout) its RNG and propagator state.
+        Returns an error message, the same on every worker root, or ``None``.
         """
         if isinstance(self.propagator, Propagator):
             self.propagator.bind(self.island_rank, self._island.size)
         space = _find_space(self.propagator)
+        self._writer = None  # the last session's, closed
+        read = read_shared(self._world, self.checkpoint_path, self._resume)
         header: dict[str, Any] | None = None
         payloads: list[dict[str, Any]] | None = None
         if self._world.rank == 0:
             try:
-                header, payloads = self._plan_session(space)
+                plan = plan_session(self.checkpoint_path, read, space, self.island_counts, self.pollination)
+                header, payloads = {"session": plan.session, "limits": plan.limits}, plan.payloads
+                self._session = plan.session
+                if plan.limits is not None:
+                    space = SearchSpace.of(plan.limits)
+                    counter = int(plan.payloads[0]["counter"])
+                    self._open_writer(space, counter, plan.resume_table, plan.plan_table)
             except (CheckpointError, OSError, ValueError) as err:
                 header = {"error": f"{type(err).__name__}: {err}"}
         header = self._world.bcast(header, root=0)
@@ -491,7 +493,7 @@ class Propulator:
         population = self._island.bcast(payload.pop("population"), root=0)
         self._session = int(header["session"])
         self._introduced = 0
-        self.generation = int(payload["counter"])
+        self.generation = self._generation_start = int(payload["counter"])
         self._requeue = list(payload["requeue"])
         for ind in self._requeue:
             ind.current = self.island_rank
@@ -518,59 +520,17 @@ class Propulator:
             self._owed_replacements = int(state["owed_replacements"])
             self._next_owner = int(state["next_owner"])
         self._progress.begin(self._population)
-        if header["limits"] is not None:
-            self._open_writer(SearchSpace.of(header["limits"]))
+        if header["limits"] is not None and self._writer is None:
+            self._open_writer(SearchSpace.of(header["limits"]), self._generation_start)
         return None
 
-    def _plan_session(self, space: SearchSpace | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        """First worker root: read or set aside the checkpoint and plan the session for every worker."""
-        directory = self.checkpoint_path
-        plan = None
-        if self._resume:
-            checkpoint = load_checkpoint(directory)
-            if checkpoint is not None:
-                if space is not None and checkpoint.space.fingerprint != space.fingerprint:
-                    raise CheckpointError(
-                        f"the checkpoint in {directory} was made for another search space: it holds "
-                        f"{checkpoint.space.limits}, this run searches {space.limits}. Use another "
-                        "checkpoint_path, or start fresh (resume=False or PROPULATE_RESUME=0)."
-                    )
-                space = space or checkpoint.space
-                plan = plan_resume(checkpoint, self.island_counts, self.pollination)
-                log.info(f"Checkpoint: {plan.description}.")
-            else:
-                log.info(f"Checkpoint: none in {directory}; starting a new run.")
-        else:
-            files = [path for writers in checkpoint_files(directory).values() for path in writers.values()]
-            if files:
-                archive = directory / time.strftime("previous-%Y%m%d-%H%M%S")
-                archive.mkdir(exist_ok=True)
-                for path in files:
-                    path.rename(archive / path.name)
-                log.info(
-                    f"Checkpoint: starting fresh as asked; {len(files)} earlier file(s) moved to {archive}."
-                )
-            else:
-                log.info(f"Checkpoint: starting fresh as asked; none in {directory}.")
-        sessions = checkpoint_files(directory)
-        session = max(sessions) + 1 if sessions else 0
-        self._resume_table = None if plan is None else plan.resume_table()
-        payloads = []
-        for rank in range(self._world.size):
-            island = int(np.searchsorted(self.island_displs, rank, side="right") - 1)
-            key = (island, rank - int(self.island_displs[island]))
-            payloads.append(
-                {
-                    "counter": 0 if plan is None else plan.counters.get(key, 0),
-                    "requeue": [] if plan is None else plan.requeue.get(key, []),
-                    "state": None if plan is None else plan.states.get(key),
-                    "population": None if plan is None or key[1] != 0 else plan.populations.get(island, []),
-                }
-            )
-        limits = None if space is None else space.limits
-        return {"session": session, "limits": limits}, payloads
-
-    def _open_writer(self, space: SearchSpace) -> None:
+    def _open_writer(
+        self,
+        space: SearchSpace,
+        generation_start: int,
+        resume_table: np.ndarray | None = None,
+        plan_table: np.ndarray | None = None,
+    ) -> None:
         from . import __version__
 
         config = {
@@ -591,16 +551,22 @@ class Propulator:
             "writer": self._world.rank,
             "island": self.island_idx,
             "island_rank": self.island_rank,
-            "generation_start": self.generation,
+            "generation_start": generation_start,
             "config": config,
         }
         self._writer = CheckpointWriter(
-            self.checkpoint_path, self._session, self._world.rank, space, attrs, self._resume_table
+            self.checkpoint_path,
+            self._session,
+            self._world.rank,
+            space,
+            attrs,
+            resume_table=resume_table,
+            plan_table=plan_table,
         )
 
     def _record(self, kind: Record, ind: Individual, home: int | None = None) -> None:
         if self._writer is None:
-            self._open_writer(ind.space)
+            self._open_writer(ind.space, self._generation_start)
         assert self._writer is not None
         if kind is Record.STARTED:
             self._writer.started(ind, self.island_idx if home is None else home)

@@ -461,10 +461,13 @@ def append_rows(path: Path, rows: np.ndarray) -> None:
 def test_torn_rows_are_dropped(tmp_path: Path) -> None:
     writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1])
     inds = [start_and_finish(writer, bred(make_uid(0, 0, g), 0, g), float(g), 0) for g in range(3)]
-    writer.snapshot(3, {"rng": random.Random(0).getstate()})
+    writer.snapshot(2, {"rng": random.Random(0).getstate()})
+    writer.flush()
+    writer.snapshot(3, {"rng": random.Random(1).getstate()})
     writer.close()
     before = load_checkpoint(tmp_path)
     assert before is not None
+    assert before.writers[(0, 0)].state == {"rng": random.Random(1).getstate(), "generation": 3}
 
     with h5py.File(writer.path, "r") as handle:
         dtype = handle["records"].dtype
@@ -477,12 +480,11 @@ def test_torn_rows_are_dropped(tmp_path: Path) -> None:
     past_heap["extra_offset"] = [heap, heap - 1, heap + 100, 0]
     past_heap["extra_length"] = [10, 10, 1, 0]  # entirely past, straddling, beyond, empty
     append_rows(writer.path, np.concatenate([zeroed, past_heap]))
-    # A torn state snapshot too: it points past the heap.
+    # A torn state snapshot too: the newer slot was being rewritten (its bytes no longer match its CRC).
     with h5py.File(writer.path, "a") as handle:
-        states = handle["states"]
-        n = states.shape[0]
-        states.resize((n + 1,))
-        states[n] = (99, time.time(), heap, 1000)
+        slots = handle["snapshots"][()]
+        newer = int(np.argmax(slots["sequence"]))
+        handle[f"snapshot{newer}"][:10] = 0
 
     after = load_checkpoint(tmp_path)
     assert after is not None
@@ -491,9 +493,8 @@ def test_torn_rows_are_dropped(tmp_path: Path) -> None:
     for ind in inds:
         assert_same(by_uid(after.populations[0])[ind.uid], ind)
     assert after.writers[(0, 0)].generation_end == before.writers[(0, 0)].generation_end == 3
-    state = after.writers[(0, 0)].state
-    assert state is not None and state == before.writers[(0, 0)].state
-    assert state["generation"] == 3
+    # The older slot is taken instead.
+    assert after.writers[(0, 0)].state == {"rng": random.Random(0).getstate(), "generation": 2}
 
 
 def test_truncated_file_raises_naming_it(tmp_path: Path) -> None:

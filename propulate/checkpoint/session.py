@@ -1,0 +1,308 @@
+"""Planning a session: read the checkpoint, merge its files, and decide what each worker starts with.
+
+Each worker root reads a share of the files; the first merges them and decides what every worker starts
+with — its island's population, its generation counter, its interrupted evaluations and (same layout) its RNG
+and propagator state. Redistribution onto a changed layout is :func:`plan_resume`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..individual import Individual, loss_order
+from ..space import SearchSpace
+from .compaction import compact
+from .format import PLAN_DTYPE, RESUME_DTYPE, CheckpointError, Listing, list_files
+from .reader import Checkpoint, EmptyFileError, assemble, read_file
+
+__all__ = ["ResumePlan", "SessionPlan", "plan_resume", "plan_session", "read_shared"]
+
+log = logging.getLogger("propulate")
+
+
+def read_shared(
+    comm: Any, directory: Path, resume: bool
+) -> tuple[Listing, list[dict[str, Any]], list[Path]] | None:
+    """Read the checkpoint files in ``directory``, each rank of ``comm`` a share (collective over ``comm``).
+
+    Rank 0 lists the files and receives what every rank read, so the files one process opens do not grow
+    with the number of files. Returns, on rank 0, the listing, the contents of the files in the order their
+    records apply and the files that hold no record; ``None`` on the other ranks, and on every rank when not
+    ``resume``. A file that cannot be read is reported by rank 0 when it plans (:func:`plan_session`).
+    """
+    listing = list_files(directory) if resume and comm.rank == 0 else None
+    paths = None
+    if listing is not None:
+        with_state = listing.with_state
+        paths = [(str(path), path in with_state) for path in listing.paths]
+    paths = comm.bcast(paths, root=0)
+    if paths is None:
+        return None
+    share: list[tuple[int, str, Any]] = []
+    for i in range(comm.rank, len(paths), comm.size):
+        try:
+            share.append((i, "read", read_file(Path(paths[i][0]), state=paths[i][1])))
+        except EmptyFileError as err:
+            share.append((i, "empty", str(err)))
+        except CheckpointError as err:
+            share.append((i, "error", str(err)))
+    gathered = comm.gather(share, root=0)
+    if comm.rank != 0:
+        return None
+    assert listing is not None and gathered is not None
+    files, empty = [], []
+    for i, outcome, value in sorted(item for part in gathered for item in part):
+        if outcome == "error":
+            return listing, [{"error": value}], []
+        if outcome == "empty":
+            log.warning(f"Checkpoint: skipping {paths[i][0]}: {value}")
+            empty.append(Path(paths[i][0]))
+        else:
+            files.append(value)
+    return listing, files, empty
+
+
+@dataclass
+class SessionPlan:
+    """What every worker root starts a session with.
+
+    Attributes
+    ----------
+    session : int
+        The session's number.
+    limits : dict or None
+        The search space's limits; ``None`` when neither the propagator nor a checkpoint tells.
+    payloads : list[dict]
+        Per worker root (rank among the worker roots): ``counter`` (generation counter), ``requeue``
+        (interrupted individuals to evaluate first), ``state`` (RNG and propagator state, or ``None``) and,
+        for an island's first worker, ``population``.
+    resume_table : numpy.ndarray or None
+        Where a resume placed every individual (:data:`~.format.RESUME_DTYPE`); ``None`` for a fresh start.
+    plan_table : numpy.ndarray
+        Every worker's generation counter (:data:`~.format.PLAN_DTYPE`), written by the first writer before
+        any other writer starts.
+    """
+
+    session: int
+    limits: dict[str, Any] | None
+    payloads: list[dict[str, Any]]
+    resume_table: np.ndarray | None
+    plan_table: np.ndarray
+
+
+def plan_session(
+    directory: Path,
+    read: tuple[Listing, list[dict[str, Any]], list[Path]] | None,
+    space: SearchSpace | None,
+    island_counts: Iterable[int],
+    pollination: bool,
+) -> SessionPlan:
+    """Resume from what :func:`read_shared` read (or set earlier files aside when it read nothing) and plan.
+
+    A resume first merges the checkpoint's files into one (:func:`~.compaction.compact`), so that each
+    session starts from one file plus its own.
+
+    Raises
+    ------
+    CheckpointError
+        If a file cannot be read, or the checkpoint was made for another search space than ``space``.
+    OSError
+        If the directory cannot be written.
+    """
+    plan = None
+    counts = [int(c) for c in island_counts]
+    if read is not None:
+        listing, files, empty = read
+        if files and "error" in files[0]:
+            raise CheckpointError(files[0]["error"])
+        checkpoint = assemble(directory, files)
+        if checkpoint is not None:
+            if space is not None and checkpoint.space.fingerprint != space.fingerprint:
+                raise CheckpointError(
+                    f"the checkpoint in {directory} was made for another search space: it holds "
+                    f"{checkpoint.space.limits}, this run searches {space.limits}. Use another "
+                    "checkpoint_path, or start fresh (resume=False or PROPULATE_RESUME=0)."
+                )
+            space = space or checkpoint.space
+            compact(directory, listing, (files, empty), checkpoint)
+            plan = plan_resume(checkpoint, counts, pollination)
+            log.info(f"Checkpoint: {plan.description}.")
+        else:
+            compact(directory, listing, (files, empty))
+            log.info(f"Checkpoint: none in {directory}; starting a new run.")
+        session = listing.next_session
+    else:
+        _archive(directory)
+        session = 0
+    workers = [(island, rank) for island, size in enumerate(counts) for rank in range(size)]
+    payloads = []
+    plan_table = np.zeros(len(workers), dtype=PLAN_DTYPE)
+    for writer, key in enumerate(workers):
+        counter = 0 if plan is None else plan.counters.get(key, 0)
+        plan_table[writer] = (*key, counter)
+        payloads.append(
+            {
+                "counter": counter,
+                "requeue": [] if plan is None else plan.requeue.get(key, []),
+                "state": None if plan is None else plan.states.get(key),
+                "population": None if plan is None or key[1] != 0 else plan.populations.get(key[0], []),
+            }
+        )
+    resume_table = None if plan is None else plan.resume_table()
+    limits = None if space is None else space.limits
+    return SessionPlan(session, limits, payloads, resume_table, plan_table)
+
+
+def _archive(directory: Path) -> None:
+    """Start fresh as asked: move every earlier checkpoint file into a ``previous-<time>`` folder."""
+    listing = list_files(directory)
+    files = [*listing.paths, *listing.stale]
+    if not files:
+        log.info(f"Checkpoint: starting fresh as asked; none in {directory}.")
+        return
+    archive = directory / time.strftime("previous-%Y%m%d-%H%M%S")
+    archive.mkdir(exist_ok=True)
+    for path in files:
+        path.rename(archive / path.name)
+    log.info(f"Checkpoint: starting fresh as asked; {len(files)} earlier file(s) moved to {archive}.")
+
+
+@dataclass
+class ResumePlan:
+    """Where the individuals of a checkpoint go in a new layout, and what each new worker starts with.
+
+    Attributes
+    ----------
+    populations : dict[int, list[Individual]]
+        The population of each new island.
+    requeue : dict[tuple[int, int], list[Individual]]
+        Interrupted individuals each new worker ``(island, island_rank)`` evaluates again first.
+    counters : dict[tuple[int, int], int]
+        Each new worker's generation counter.
+    states : dict[tuple[int, int], dict]
+        Writer states carried over (same layout only).
+    same_layout : bool
+        Whether the islands and their sizes are unchanged.
+    description : str
+        What happened, for the log.
+    """
+
+    populations: dict[int, list[Individual]]
+    requeue: dict[tuple[int, int], list[Individual]]
+    counters: dict[tuple[int, int], int]
+    states: dict[tuple[int, int], dict[str, Any]]
+    same_layout: bool
+    description: str
+
+    def resume_table(self) -> np.ndarray:
+        """Return the island, responsible worker and activity of every individual at the session's start."""
+        everyone = [(ind, island) for island, inds in self.populations.items() for ind in inds]
+        everyone += [(ind, island) for (island, _), inds in self.requeue.items() for ind in inds]
+        table = np.zeros(len(everyone), dtype=RESUME_DTYPE)
+        for i, (ind, island) in enumerate(everyone):
+            table[i] = (ind.uid, island, ind.current, ind.active)
+        return table
+
+
+def plan_resume(checkpoint: Checkpoint, island_counts: Iterable[int], pollination: bool) -> ResumePlan:
+    """Redistribute a checkpoint onto a (possibly different) layout of islands and workers.
+
+    With the same islands and sizes every worker gets back its generation counter, its RNG and propagator
+    state and its interrupted evaluations. Otherwise the islands are mapped: with ``m`` old and ``n`` new
+    islands, old island ``k`` goes to new island ``k mod n`` when ``n <= m`` (islands merge), and when
+    ``n > m`` its individuals are dealt in turn to the new islands ``j`` with ``j mod m == k`` (islands
+    split). The generations already done are shared as evenly as possible among the new workers, and each
+    island's responsibilities (``current``) and interrupted evaluations are dealt in turn to its workers.
+    Emigrants caught in flight by the end of the last session are delivered to their target island; with
+    pollination each one replaces the worst active individual there.
+
+    Parameters
+    ----------
+    checkpoint : Checkpoint
+        What :func:`load_checkpoint` returned.
+    island_counts : iterable of int
+        Workers per island of the new layout.
+    pollination : bool
+        Whether the new run uses pollination.
+
+    Returns
+    -------
+    ResumePlan
+        Where everything goes.
+    """
+    counts = [int(c) for c in island_counts]
+    old_counts = [int(c) for c in checkpoint.config.get("island_counts", [])]
+    same = counts == old_counts
+    n_new, n_old = len(counts), max(len(old_counts), 1)
+    populations: dict[int, list[Individual]] = {j: [] for j in range(n_new)}
+    pending: dict[int, list[Individual]] = {j: [] for j in range(n_new)}
+
+    def target(old_island: int, serial: int) -> int:
+        if same or n_new <= n_old:
+            return old_island % n_new
+        choices = list(range(old_island % n_old, n_new, n_old))
+        return choices[serial % len(choices)]
+
+    for source, destination in ((checkpoint.populations, populations), (checkpoint.pending, pending)):
+        for old_island in sorted(source):
+            for serial, ind in enumerate(sorted(source[old_island], key=lambda ind: ind.uid)):
+                destination[target(old_island, serial)].append(ind)
+    delivered = 0
+    for old_island in sorted(checkpoint.in_transit):
+        for ind in checkpoint.in_transit[old_island]:
+            island = target(old_island, ind.uid)
+            if pollination:
+                active = [other for other in populations[island] if other.active]
+                if active:
+                    max(active, key=loss_order).active = False
+            populations[island].append(ind)
+            delivered += 1
+
+    requeue: dict[tuple[int, int], list[Individual]] = {}
+    counters: dict[tuple[int, int], int] = {}
+    states: dict[tuple[int, int], dict[str, Any]] = {}
+    if same:
+        for key, info in checkpoint.writers.items():
+            counters[key] = info.generation_end
+            if info.state is not None:
+                states[key] = info.state
+        for island, inds in pending.items():
+            for ind in inds:
+                requeue.setdefault((island, ind.rank if 0 <= ind.rank < counts[island] else 0), []).append(
+                    ind
+                )
+    else:
+        workers = [(island, rank) for island, size in enumerate(counts) for rank in range(size)]
+        share, extra = divmod(checkpoint.generations_done, len(workers))
+        for i, key in enumerate(workers):
+            counters[key] = share + (1 if i < extra else 0)
+        for island, inds in populations.items():
+            for serial, ind in enumerate(inds):
+                ind.current = serial % counts[island]
+        for island, inds in pending.items():
+            for serial, ind in enumerate(inds):
+                requeue.setdefault((island, serial % counts[island]), []).append(ind)
+    n_individuals = sum(len(inds) for inds in populations.values())
+    n_pending = sum(len(inds) for inds in pending.values())
+    if same:
+        layout = f"the same layout ({n_new} island(s) of sizes {counts})"
+    else:
+        how = "merged" if n_new < n_old else "split" if n_new > n_old else "kept"
+        layout = (
+            f"a new layout: {n_old} island(s) of sizes {old_counts} -> {n_new} island(s) of sizes {counts} "
+            f"(islands {how}); {checkpoint.generations_done} generation(s) done are shared among "
+            f"{sum(counts)} worker(s), and RNG and propagator states start anew"
+        )
+    description = (
+        f"resuming from {checkpoint.directory} ({checkpoint.sessions} earlier session(s)) onto {layout}: "
+        f"{n_individuals} individual(s), {n_pending} interrupted evaluation(s) to redo, "
+        f"{delivered} emigrant(s) delivered that were in flight"
+    )
+    return ResumePlan(populations, requeue, counters, states, same, description)
