@@ -21,10 +21,11 @@ A last line gives, for each per-evaluation figure, its ratio between the largest
 about 1 when writing costs O(1) per evaluation. Usage::
 
     mpiexec -n 4 python benchmarks/checkpoint_cost.py --generations 250 5000
+    mpiexec -n 4 python benchmarks/checkpoint_cost.py --minutes 1 10 --loss-seconds 0.01 --no-baseline
 
-(1,000 and then 20,000 evaluations at 4 ranks.) ``--directory`` puts the temporary checkpoint directories
-on the file system to measure (a parallel file system, a node-local disk); the default is the system's
-temporary directory.
+(1,000 and then 20,000 evaluations at 4 ranks; runs of 1 and 10 minutes with a 10 ms loss.)
+``--directory`` puts the temporary checkpoint directories on the file system to measure (a parallel file
+system, a node-local disk); the default is the system's temporary directory.
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ def time_writer_calls(propulator: Propulator, stopwatch: Stopwatch) -> None:
     """Time the main thread's calls into the writer, once ``propulate()`` has opened it."""
     open_writer = propulator._open_writer
 
-    def open_and_wrap(space: Any) -> None:
-        open_writer(space)
+    def open_and_wrap(*args: Any, **kwargs: Any) -> None:
+        open_writer(*args, **kwargs)
         writer = propulator._writer
         for name in ("record", "deactivated", "snapshot"):
             setattr(writer, name, stopwatch.wrap(getattr(writer, name)))
@@ -92,17 +93,33 @@ def time_writer_calls(propulator: Propulator, stopwatch: Stopwatch) -> None:
 
 def switch_off_checkpointing(propulator: Propulator) -> None:
     """No writer is opened and nothing is recorded: the baseline run."""
-    propulator._open_writer = lambda space: None  # type: ignore[method-assign]
+    propulator._open_writer = lambda *args, **kwargs: None  # type: ignore[method-assign]
     propulator._record = lambda kind, ind, home=None: None  # type: ignore[method-assign]
 
 
 def run(
-    comm: MPI.Comm, generations: int, checkpoint: bool, parent: str | None, seed: int, pop_size: int
+    comm: MPI.Comm,
+    generations: int,
+    checkpoint: bool,
+    parent: str | None,
+    seed: int,
+    pop_size: int,
+    seconds: float | None = None,
+    loss_seconds: float = 0.0,
 ) -> dict[str, float]:
-    """Run one optimization; return this rank's figures (collective)."""
+    """Run one optimization (``generations`` per worker, or for ``seconds``); return this rank's figures.
+
+    Collective.
+    """
     directory = tempfile.mkdtemp(prefix="propulate-checkpoint-cost-", dir=parent) if comm.rank == 0 else None
     directory = comm.bcast(directory, root=0)
-    loss_fn, limits = get_function_search_space("sphere")
+    sphere, limits = get_function_search_space("sphere")
+
+    def loss_fn(params: dict[str, float]) -> float:
+        if loss_seconds:
+            time.sleep(loss_seconds)
+        return sphere(params)
+
     rng = random.Random(seed + comm.rank)
     propagator = get_default_propagator(pop_size, limits, rng=rng)
     propulator = Propulator(
@@ -111,7 +128,8 @@ def run(
         rng=rng,
         island_comm=comm,
         propulate_comm=comm,
-        generations=generations,
+        generations=-1 if seconds else generations,
+        time_limit=seconds,
         checkpoint_path=directory,
         resume=False,
     )
@@ -125,7 +143,7 @@ def run(
     propulator.propulate(debug=-1)
     wall = time.perf_counter() - start
     comm.Barrier()
-    figures = {"wall": wall, "record_seconds": stopwatch.seconds}
+    figures = {"wall": wall, "record_seconds": stopwatch.seconds, "generations": propulator.generation}
     writer = propulator._writer
     if writer is not None:
         # The counters survive close().
@@ -140,20 +158,24 @@ def run(
     return figures
 
 
-def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str, Any] | None:
-    """Measure one size; rank 0 returns its JSON line."""
-    with_checkpoint = comm.gather(run(comm, generations, True, args.directory, args.seed, args.pop_size))
+def measure(
+    comm: MPI.Comm, generations: int, args: argparse.Namespace, seconds: float | None = None
+) -> dict[str, Any] | None:
+    """Measure one size (``generations`` per worker, or ``seconds``); rank 0 returns its JSON line."""
+    common = (args.directory, args.seed, args.pop_size, seconds, args.loss_seconds)
+    with_checkpoint = comm.gather(run(comm, generations, True, *common))
     without = None
     if not args.no_baseline:
-        without = comm.gather(run(comm, generations, False, args.directory, args.seed, args.pop_size))
+        without = comm.gather(run(comm, generations, False, *common))
     if comm.rank != 0:
         return None
     assert with_checkpoint is not None
-    evaluations = comm.size * generations
-    wall = max(figures["wall"] for figures in with_checkpoint) / generations
+    evaluations = sum(figures["generations"] for figures in with_checkpoint)
+    wall = max(figures["wall"] for figures in with_checkpoint) / (evaluations / comm.size)
     line: dict[str, Any] = {
         "ranks": comm.size,
-        "generations": generations,
+        "seconds": seconds,
+        "generations": evaluations // comm.size,
         "evaluations": evaluations,
         "records": sum(figures["records"] for figures in with_checkpoint),
         "disk_bytes_per_evaluation": with_checkpoint[0]["disk_bytes"] / evaluations,
@@ -167,7 +189,9 @@ def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[
         "wall_seconds_per_evaluation_per_worker": wall,
     }
     if without is not None:
-        baseline = max(figures["wall"] for figures in without) / generations
+        baseline = max(figures["wall"] for figures in without) / (
+            sum(figures["generations"] for figures in without) / comm.size
+        )
         line["wall_seconds_per_evaluation_per_worker_without_checkpoint"] = baseline
         line["checkpoint_seconds_per_evaluation_per_worker"] = wall - baseline
     return line
@@ -188,6 +212,14 @@ def main() -> None:
     parser.add_argument(
         "--no-baseline", action="store_true", help="skip the runs without checkpointing (halves the time)"
     )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        nargs="+",
+        default=None,
+        help="instead of --generations: one run of each length in minutes (time_limit), e.g. 1 10",
+    )
+    parser.add_argument("--loss-seconds", type=float, default=0.0, help="seconds each evaluation sleeps")
     args = parser.parse_args()
     if any(g < 1 for g in args.generations):
         parser.error(f"--generations: expected positive ints, got {args.generations}")
@@ -195,8 +227,13 @@ def main() -> None:
     # Warm-up (imports, first messages, first file): not measured.
     run(comm, 10, True, args.directory, args.seed, args.pop_size)
     lines = []
-    for generations in args.generations:
-        line = measure(comm, generations, args)
+    sizes = (
+        [(g, None) for g in args.generations]
+        if args.minutes is None
+        else [(-1, 60 * m) for m in args.minutes]
+    )
+    for generations, seconds in sizes:
+        line = measure(comm, generations, args, seconds)
         if line is not None:
             print(json.dumps(line), flush=True)
             lines.append(line)

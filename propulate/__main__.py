@@ -9,6 +9,9 @@ Subcommands (``python -m propulate SUBCOMMAND --help`` for their options):
     Write one row per evaluation as CSV or JSON (columns in :mod:`propulate.results`).
 ``plot DIR``
     Write ``best_loss.png``, ``timeline.png`` and ``parameters.png`` (:mod:`propulate.plotting`).
+``compact DIR``
+    Merge the checkpoint's files into one (:mod:`propulate.checkpoint.compaction`); a resume does the same.
+    Not while a run writes to ``DIR``.
 
 Exit status: 0 on success, 2 for a usage error, 1 when the work cannot be done (no checkpoint in ``DIR``, an
 unreadable checkpoint file, a missing optional package, a file that cannot be written); the reason goes to
@@ -96,6 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
         "-o", "--output-dir", metavar="OUTDIR", type=Path, help="where to write the figures (default: DIR)"
     )
     plot.add_argument("--dpi", type=_positive_int, default=120, help="resolution in dots per inch (120)")
+
+    commands.add_parser(
+        "compact",
+        parents=[directory],
+        help="merge the checkpoint's files into one (not while a run writes to DIR)",
+        description="Merge the files of every session so far into one file that holds the same "
+        "individuals, counters and states, and delete the files it replaces; files killed before their "
+        "first record are moved to DIR/set-aside. A resume does this by itself; use it to shrink a "
+        "finished run's folder. Not while a run writes to DIR.",
+    )
     return parser
 
 
@@ -113,6 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace) -> int:
     from . import results
 
+    if args.command == "compact":
+        from .checkpoint import compact, list_files
+
+        if not list_files(args.directory):
+            raise results.NoCheckpointError(f"no checkpoint files in {args.directory}")
+        merged = compact(args.directory)
+        print(f"merged {merged} file(s) into one" if merged else "nothing to merge: one file already")
+        return 0
     checkpoint = results.read_checkpoint(args.directory)
     if args.command == "report":
         frame = results.checkpoint_dataframe(checkpoint, include_interrupted=True)

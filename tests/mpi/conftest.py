@@ -57,8 +57,23 @@ def descendants(pid: int) -> list[int]:
 
 
 def kill_job(proc: subprocess.Popen) -> None:
-    """SIGKILL a launched job: the ranks, their proxies and the launcher, as a node failure would."""
-    for pid in [*descendants(proc.pid), proc.pid]:
+    """SIGKILL a launched job: the ranks, their proxies and the launcher, as a node failure would.
+
+    The processes are stopped first, parents before children, until no new one appears: a process forked
+    after the tree was listed would otherwise escape, reparented away from the tree by its parent's death.
+    """
+    stopped: list[int] = []
+    while True:
+        new = [pid for pid in [proc.pid, *descendants(proc.pid)[::-1]] if pid not in stopped]
+        if not new:
+            break
+        for pid in new:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+            stopped.append(pid)
+    for pid in stopped[::-1]:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:

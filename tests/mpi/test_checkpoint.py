@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -114,71 +114,134 @@ def test_start_fresh(mpirun, tmp_path):
     assert len(bred(tmp_path)) == 24
 
 
-def finished_evaluations(directory: Path, offsets: dict[str, int], before: float) -> list[float]:
-    """Losses logged after ``offsets`` (bytes already read of each log) and before time ``before``."""
-    losses = []
+def logged_evaluations(directory: Path) -> list[tuple[float, float]]:
+    """Every ``(epoch time, loss)`` the worker roots logged when an evaluation finished, all sessions."""
+    found = []
     for log in directory.glob("evals-*.log"):
-        text = log.read_bytes()[offsets.get(log.name, 0) :].decode()
-        for line in text.splitlines():
+        for line in log.read_text().splitlines():
             parts = line.split()
             if len(parts) == 2:
                 try:
-                    stamp, loss = float(parts[0]), float(parts[1])
+                    found.append((float(parts[0]), float(parts[1])))
                 except ValueError:
-                    continue  # the line being written at the kill
-                if stamp < before:
-                    losses.append(loss)
-    return losses
+                    continue  # the line being written at a kill
+    return found
 
 
-def test_kill_minus_nine_at_random_moments(mpirun, tmp_path):
-    """SIGKILL the whole job 5 times; every evaluation finished 1 s before a kill must be on disk."""
-    choose = random.Random(20261121)
-    ranks = 4
-    required: set[float] = set()
-    for _ in range(5):
-        offsets = {log.name: log.stat().st_size for log in tmp_path.glob("evals-*.log")}
+def session_files(directory: Path) -> set[str]:
+    return {path.name for path in directory.glob("propulate-s*-w*.h5")}
+
+
+# When each of 20 sessions is killed: (event, seconds after it). "launch": the job started; "file": the
+# session's first checkpoint file appeared (the first writer's, holding the plan); "eval": the session's first
+# evaluation finished; "end": every evaluation of a session that runs to its end finished.
+KILL_MOMENTS = [
+    ("launch", 0.2),
+    ("eval", 0.0),
+    ("eval", 0.25),
+    ("file", 0.0),
+    ("eval", 0.6),
+    ("file", 0.0),
+    ("launch", 1.0),
+    ("file", 0.01),
+    ("eval", 1.0),
+    ("file", 0.0),
+    ("file", 0.03),
+    ("end", 0.0),
+    ("file", 0.06),
+    ("eval", 1.6),
+    ("file", 0.1),
+    ("end", 0.05),
+    ("file", 0.2),
+    ("eval", 2.5),
+    ("file", 0.3),
+    ("end", 0.2),
+]
+
+
+def _happened(event: str, directory: Path, files_before: set[str], logged_before: int, expected: int) -> bool:
+    if event == "launch":
+        return True
+    if event == "file":
+        return bool(session_files(directory) - files_before)
+    logged = len(logged_evaluations(directory)) - logged_before
+    return logged >= (expected if event == "end" else 1)
+
+
+def test_kill_minus_nine_at_scripted_moments(tmp_path):
+    """SIGKILL the whole job at 20 moments, the first second of a session included; resume each time.
+
+    Every evaluation finished 1 s before the kill that ended its session is kept; counts are exact at the
+    end; an evaluation is done twice only when its first result was lost in the last second before a kill.
+    """
+    ranks, per_session = 4, 5
+    kills: list[float] = []
+    target = 0
+    for event, delay in KILL_MOMENTS:
+        checkpoint = load_checkpoint(tmp_path)
+        done = 0 if checkpoint is None else max(info.generation_end for info in checkpoint.writers.values())
+        runs_to_end = event == "end"
+        target = done + per_session if runs_to_end else 100_000
+        before_files, before_logged = session_files(tmp_path), len(logged_evaluations(tmp_path))
+        expected = ranks * per_session
         cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(PROGRAMS / "resume.py")]
-        cmd += [
-            "--checkpoint",
-            str(tmp_path),
-            "--generations",
-            "100000",
-            "--num-islands",
-            "2",
-            "--sleep",
-            "0.01",
-        ]
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        cmd += ["--checkpoint", str(tmp_path), "--generations", str(target), "--num-islands", "2"]
+        cmd += ["--sleep", "0.01"]
         proc = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+            start_new_session=True,
         )
         try:
             deadline = time.time() + 60
-            start_size = sum(log.stat().st_size for log in tmp_path.glob("evals-*.log"))
-            while sum(log.stat().st_size for log in tmp_path.glob("evals-*.log")) == start_size:
-                assert time.time() < deadline and proc.poll() is None, "the job did not start evaluating"
-                time.sleep(0.05)
-            time.sleep(choose.uniform(1.2, 3.5))
+
+            while not _happened(event, tmp_path, before_files, before_logged, expected):
+                assert time.time() < deadline, f"{event} did not happen"
+                if proc.poll() is not None:
+                    break  # the session ended before the moment: nothing to kill
+                time.sleep(0.005)
+            time.sleep(delay)
         finally:
-            killed_at = time.time()
             kill_job(proc)
             proc.wait(timeout=30)
+            kills.append(time.time())  # when every rank is dead: no evaluation can finish later
         checkpoint = load_checkpoint(tmp_path)
-        assert checkpoint is not None
-        stored = {ind.loss for ind in checkpoint.population if ind.status is Status.COMPLETED}
-        # What this session finished a second before the kill, and everything required before, is stored.
-        required.update(finished_evaluations(tmp_path, offsets, killed_at - 1.0))
-        missing = required - stored
-        assert not missing, f"{len(missing)} of {len(required)} finished evaluations were lost"
-    # Finishing the run after the crashes: interrupted evaluations are redone, counts are exact.
-    counters = [info.generation_end for info in checkpoint.writers.values()]
-    target = max(counters) + 3
-    result = session(mpirun, tmp_path, ranks, target, "--num-islands", "2")
+        if checkpoint is not None:
+            stored = {ind.loss for ind in checkpoint.population if ind.status is Status.COMPLETED}
+            for stamp, loss in logged_evaluations(tmp_path):
+                ended_by = next((kill for kill in kills if kill >= stamp), None)
+                if ended_by is not None and stamp < ended_by - 1.0:
+                    assert loss in stored, (
+                        f"kill {len(kills)} ({event}, {delay}): an evaluation finished "
+                        f"{ended_by - stamp:.2f} s before a kill was lost"
+                    )
+    # Finishing the run: interrupted evaluations are redone, counts are exact.
+    checkpoint = load_checkpoint(tmp_path)
+    assert checkpoint is not None
+    target = max(info.generation_end for info in checkpoint.writers.values()) + 2
+    proc = subprocess.run(
+        [find_mpiexec(), "-n", str(ranks), sys.executable, str(PROGRAMS / "resume.py"), "--checkpoint",
+         str(tmp_path), "--generations", str(target), "--num-islands", "2"],
+        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
     assert result["counters"] == [target] * ranks
     individuals = bred(tmp_path)
     assert len(individuals) == target * ranks
     assert len({(ind.island, ind.rank, ind.generation) for ind in individuals}) == target * ranks
+    # Nothing redone beyond what the kills lost: every evaluation logged but not kept (a multiset: two
+    # individuals may share a loss) finished within the second before a kill.
+    logged = logged_evaluations(tmp_path)
+    kept = Counter(ind.loss for ind in individuals)
+    assert not kept - Counter(loss for _, loss in logged), "a stored result was never evaluated"
+    lost = Counter(loss for _, loss in logged) - kept
+    just_before_a_kill = {
+        loss for stamp, loss in logged if any(stamp <= kill < stamp + 1.0 for kill in kills)
+    }
+    assert set(lost) <= just_before_a_kill, "an evaluation was redone though its result was kept"
 
 
 def test_reading_needs_no_mpi(mpirun, tmp_path):

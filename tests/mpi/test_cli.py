@@ -7,10 +7,12 @@ command-line tool must run on the checkpoint in a plain process that never loads
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -148,3 +150,20 @@ def test_missing_checkpoint(tmp_path):
     done = cli("report", str(tmp_path))
     assert done.returncode == 1
     assert f"no checkpoint in '{tmp_path}'" in messages(done.stderr)
+
+
+def test_compact_keeps_every_evaluation(run, tmp_path):
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    before = pd.read_csv(io.StringIO(cli("export", str(copy), "-o", "-").stdout))
+    done = cli("compact", str(copy))
+    assert done.returncode == 0, messages(done.stderr)
+    assert f"merged {WORKERS} file(s) into one" in done.stdout
+    assert sorted(path.name for path in copy.glob("propulate-*.h5")) == ["propulate-merged-s0000.h5"]
+    after = pd.read_csv(io.StringIO(cli("export", str(copy), "-o", "-").stdout))
+    key = ["uid", "island"]
+    pd.testing.assert_frame_equal(
+        before.sort_values(key).reset_index(drop=True), after.sort_values(key).reset_index(drop=True)
+    )
+    assert "nothing to merge" in cli("compact", str(copy)).stdout
+    assert cli("compact", str(tmp_path / "empty")).returncode == 1
