@@ -972,7 +972,11 @@ def _nothing() -> None:
 
 
 def _release_torch_group() -> None:
-    """Tear down the worker's torch process group if the helper created one (from any thread)."""
+    """Abort the worker's torch process group if the helper created one (from any thread).
+
+    Its operations in flight fail at once, here and on the partners waiting for this rank; the next
+    evaluation creates a new group.
+    """
     distributed = sys.modules.get("propulate.utils.distributed")
     if distributed is not None:
-        distributed.destroy_worker_process_group()
+        distributed.abort_worker_process_group()

@@ -43,7 +43,8 @@ import datetime
 import logging
 import os
 import socket
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from mpi4py import MPI
@@ -120,6 +121,8 @@ class _State:
     store: Any  # the TCPStore client (or server, on the first rank); alive as long as the group
     process_group: Any  # the default process group created here, to tell it from one created by the caller
     saved_environ: dict[str, str | None]  # what the exported variables held before (None: unset)
+    # gloo: the group's connections to its partners, as {file descriptor: socket inode}.
+    connections: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -460,8 +463,11 @@ def init_worker_process_group(
                 }
             )
         options: dict[str, Any] = {"device_id": device} if backend == "nccl" else {}
+        before = _sockets()
         dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=timeout, **options)
         process_group = dist.group.WORLD
+        # gloo connects every pair of ranks while the group is created: the sockets that appeared are its.
+        connections = _connections(before) if backend == "gloo" else {}
         check = torch.ones(1, device=device)
         dist.all_reduce(check)
         if int(check.item()) != size:
@@ -477,7 +483,7 @@ def init_worker_process_group(
         raise
 
     group = WorkerGroup(backend, rank, size, device, host, port)
-    _state = _State(group, _world_ranks(worker_comm), store, process_group, saved)
+    _state = _State(group, _world_ranks(worker_comm), store, process_group, saved, connections)
     if not _atexit_registered:
         atexit.register(_destroy_at_exit)
         _atexit_registered = True
@@ -543,14 +549,17 @@ def abort_worker_process_group() -> None:
     """Tear down the process group created by :func:`init_worker_process_group` without waiting for partners.
 
     For a rank whose partners died, were interrupted, or are blocked in a collective that will never
-    complete. Uses ``torch.distributed.distributed_c10d._abort_process_group`` where this torch has it
-    (experimental there, documented for NCCL; it also ends gloo groups), else the process group's
-    ``abort()``, and destroys the group if neither could. The group is then unregistered at once, whatever
-    its partners do; with NCCL its pending operations fail, while gloo lets an operation already in flight on
-    another thread run until the partners leave. So that nothing here waits for them, the group's resources
-    are kept until the process ends. Like :func:`destroy_worker_process_group`, it leaves a group the caller
-    created alone, puts back the environment, and lets :func:`init_worker_process_group` create a new group
-    afterwards, over a new rendezvous. Never raises for a group that is already broken.
+    complete. With gloo it first shuts down the group's connections to its partners: an operation in flight
+    fails at once, on this rank (blocked in ``backward()``, say, on another thread) and on every partner
+    waiting for this rank, with "Connection closed by peer" (gloo itself cannot cancel it). Then it uses
+    ``torch.distributed.distributed_c10d._abort_process_group`` where this torch has it (experimental there,
+    documented for NCCL, whose pending operations it ends), else the process group's ``abort()``, and
+    destroys the group if neither could. The group is unregistered at once, whatever its partners do; so
+    that nothing here waits for them, its resources are kept until the process ends. Like
+    :func:`destroy_worker_process_group`, it leaves a group the caller created alone, puts back the
+    environment, and lets :func:`init_worker_process_group` create a new group afterwards, over a new
+    rendezvous. Never raises for a group that is already broken; safe to call from another thread than the
+    one blocked in the group's operation.
     """
     if _state is None:
         return
@@ -558,10 +567,63 @@ def abort_worker_process_group() -> None:
 
     try:
         if _owns_default_group(dist):
+            _cut(_state.connections)
             _aborted.append((_state.process_group, _state.store))
             _abort_default_group(dist)
     finally:
         _forget()
+
+
+def _sockets() -> dict[int, int]:
+    """Return this process's open sockets as ``{file descriptor: inode}`` (empty where /proc is missing)."""
+    found = {}
+    try:
+        descriptors = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    for name in descriptors:
+        try:
+            info = os.fstat(int(name))
+        except (OSError, ValueError):
+            continue
+        if stat.S_ISSOCK(info.st_mode):
+            found[int(name)] = info.st_ino
+    return found
+
+
+def _connections(before: dict[int, int]) -> dict[int, int]:
+    """Return the connected (not listening) sockets opened since ``before`` was taken."""
+    found = {}
+    for descriptor, inode in _sockets().items():
+        if before.get(descriptor) == inode:
+            continue
+        try:
+            with socket.socket(fileno=os.dup(descriptor)) as sock:
+                listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        except OSError:
+            continue
+        if not listening:
+            found[descriptor] = inode
+    return found
+
+
+def _cut(connections: dict[int, int]) -> None:
+    """Shut down a gloo group's connections, so that its operations in flight fail now, here and on partners.
+
+    gloo offers no way to cancel an operation in flight: ``abort()`` and destroying the group leave a rank
+    blocked in a collective (an all-reduce in DDP's ``backward()``) waiting for a partner that left, until the
+    group's timeout. A connection shut down ends it at once on both sides ("Connection closed by peer").
+    The group's listening socket is left open (gloo's listener thread ends the process if it fails), and a
+    descriptor that now names another socket is left alone.
+    """
+    for descriptor, inode in connections.items():
+        try:
+            if os.fstat(descriptor).st_ino != inode:
+                continue
+            with socket.socket(fileno=os.dup(descriptor)) as sock:
+                sock.shutdown(socket.SHUT_RDWR)
+        except OSError as err:  # closed already, or never connected
+            log.debug(f"abort_worker_process_group: shutting down socket {descriptor} failed: {err}")
 
 
 def _abort_default_group(dist: Any) -> None:

@@ -25,9 +25,6 @@ pytestmark = pytest.mark.mpi
 
 RUNS = int(os.environ.get("PROPULATE_TEST_STOP_RUNS", "2"))
 GRACE = 1.0
-TORCH_RELEASE = pytest.mark.xfail(
-    reason="releasing a rank blocked in a gloo collective is not solved yet (issue 18)", strict=False
-)
 
 
 def result_of(output: str) -> dict:
@@ -75,11 +72,11 @@ def wait_until_evaluating(proc: subprocess.Popen, directory: Path, ranks: int) -
     [
         ("mpi", 2),  # one 2-rank worker all-reducing with MPI every few ms
         ("mpi", 4),  # two such workers
-        # One and two 2-rank workers training with DDP (gloo). Known to hang in some runs: a rank blocked
-        # in gloo's all-reduce inside backward() is not released by tearing down the process group from the
-        # watchdog thread or by the partner (issue 18, open).
-        pytest.param("torch", 2, marks=[pytest.mark.torch, TORCH_RELEASE]),
-        pytest.param("torch", 4, marks=[pytest.mark.torch, TORCH_RELEASE]),
+        # One and two 2-rank workers training with DDP (gloo): a rank blocked in gloo's all-reduce inside
+        # backward() is released when its partner leaves (abort_worker_process_group shuts down the group's
+        # connections).
+        pytest.param("torch", 2, marks=pytest.mark.torch),
+        pytest.param("torch", 4, marks=pytest.mark.torch),
     ],
 )
 def test_sigterm_stops_multi_rank_workers_cleanly_and_the_run_resumes(tmp_path, mode, ranks):

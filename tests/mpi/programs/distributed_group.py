@@ -11,6 +11,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 import traceback
 
@@ -164,6 +165,45 @@ def check_abort(worker: MPI.Comm) -> None:
     destroy_worker_process_group()
 
 
+def check_abort_releases_blocked_ranks(worker: MPI.Comm) -> None:
+    """A rank that leaves and aborts releases its partners blocked in DDP's backward(); a rank blocked in
+    backward() is released by an abort from another thread (what the watchdog does at a stop)."""
+    if worker.size == 1:
+        return
+    for who_aborts in ("the one that left", "the blocked ones"):
+        init_worker_process_group(worker, method="gloo")
+        model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(3, 1))
+        model(torch.randn(4, 3)).sum().backward()
+        worker.Barrier()
+        start = time.monotonic()
+        if worker.rank == 0:  # leaves before the next all-reduce
+            if who_aborts == "the one that left":
+                time.sleep(0.5)
+                abort_worker_process_group()
+        else:
+            if who_aborts == "the blocked ones":
+                threading.Timer(0.5, abort_worker_process_group).start()
+            try:
+                model(torch.randn(4, 3)).sum().backward()
+            except RuntimeError as err:
+                assert "closed" in str(err).lower(), err
+            else:
+                raise AssertionError("backward() returned without its partner")
+            assert time.monotonic() - start < 10, f"released after {time.monotonic() - start:.1f} s"
+        worker.Barrier()
+        if worker.rank == 0 and who_aborts == "the blocked ones":
+            abort_worker_process_group()
+        if worker.rank != 0 and who_aborts == "the one that left":
+            abort_worker_process_group()
+        assert current_worker_group() is None
+        del model
+    init_worker_process_group(worker, method="gloo")
+    value = torch.tensor([float(world.rank + 1)])
+    dist.all_reduce(value)
+    assert value.item() == sum(worker.allgather(world.rank + 1)), value
+    destroy_worker_process_group()
+
+
 class BoundError(Exception):
     """Raised instead of binding a simulated GPU."""
 
@@ -235,6 +275,7 @@ def main() -> None:
     check_port_is_held(worker)
     check_environment_is_restored(worker)
     check_abort(worker)
+    check_abort_releases_blocked_ranks(worker)
     check_gpu_placement(worker)
 
     # After a destroy, a group over another communicator may be created; left for the exit handler.
