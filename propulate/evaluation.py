@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from .errors import EvaluationInterrupted
+from .errors import EvaluationInterrupted, PropulateError
 from .individual import Individual, Status
 from .mpi.messaging import Backoff, abandon
 from .mpi.worker_comm import WorkerComm
@@ -60,6 +60,9 @@ class Evaluation:
         What went wrong, with the traceback, for a failed evaluation; empty otherwise.
     steps : int
         Interim losses a generator loss function yielded (0 for a plain loss function).
+    misconfigured : bool
+        The loss function raised a :class:`~propulate.errors.PropulateError` on this rank: a helper of this
+        library refused its setup (e.g. two ranks of a worker on one GPU), which every evaluation would hit.
     """
 
     loss: float
@@ -68,6 +71,7 @@ class Evaluation:
     period: float = 0.0
     error: str = ""
     steps: int = 0
+    misconfigured: bool = False
 
 
 def _as_float(value: Any, what: str) -> float:
@@ -327,7 +331,8 @@ class Evaluator:
                 f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}, a sub-rank of its worker: the "
                 f"loss function failed for {ind.params()}:\n{run.error}"
             )
-        return Evaluation(run.loss, status, run.metrics, time.perf_counter() - start, run.error, run.steps)
+        period = time.perf_counter() - start
+        return Evaluation(run.loss, status, run.metrics, period, run.error, run.steps, run.misconfigured)
 
     def _follow(self, stream: Iterator[Any], ind: Individual, run: _Run) -> int:
         """Take interim losses from ``stream`` until some rank has a reason to stop; the combined flags."""
@@ -359,6 +364,7 @@ class Evaluator:
             run.flags |= _Step.INTERRUPTED
         else:
             run.fail(traceback.format_exc())
+            run.misconfigured = isinstance(sys.exc_info()[1], PropulateError)
             if self.multi_rank:
                 self.left(self.count)
 
@@ -458,6 +464,7 @@ class _Run:
         self.metrics: dict[str, float] = {}
         self.steps = 0
         self.error = ""
+        self.misconfigured = False
 
     def take(self, interim: Any) -> None:
         """Record one interim loss (only the root's values count)."""

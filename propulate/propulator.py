@@ -136,7 +136,10 @@ class Propulator:
         What a failed evaluation (the loss function raised, or returned NaN, an infinite loss or no number)
         does: it is marked failed, logged once with rank, host, parameters and traceback, never selected,
         and the run goes on (``"continue"``); or every rank stops, writes the checkpoint and raises
-        :class:`propulate.errors.RunAbortedError` (``"stop"``).
+        :class:`propulate.errors.RunAbortedError` (``"stop"``). An evaluation that failed because a helper
+        of this library refused the setup inside the loss function (a
+        :class:`~propulate.errors.PropulateError`, e.g. two ranks of a worker on one GPU) stops the run as
+        ``"stop"`` does, whatever this says: every later evaluation would fail the same way.
     accept_inf : bool
         Count an infinite loss as a result instead of a failure.
     time_limit : float, optional
@@ -250,6 +253,7 @@ class Propulator:
         self._last_snapshot = -math.inf
         self._stop_reason: str | None = None  # why this worker stops before its generations are done
         self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
+        self._misconfigured = ""  # the last evaluation failed on a PropulateError (this): the setup is wrong
         self._stop_conditions = StopConditions(
             lambda: self.evaluator.evaluating, self.grace_period, time_limit, self._tell_worker_of_signal
         )
@@ -370,7 +374,7 @@ class Propulator:
             alarm.close()
             _release_torch_group()
         if outcome[0]:
-            raise RunAbortedError(f"the run stopped on a failed evaluation (on_failure='stop'): {outcome[1]}")
+            raise RunAbortedError(f"the run stopped on a failed evaluation: {outcome[1]}")
 
     def _run(self, logging_interval: int, debug: int) -> tuple[bool, str | None]:
         """Begin the session, loop (or serve the worker's root), and share the outcome with the worker."""
@@ -616,6 +620,13 @@ class Propulator:
                 self._request_stop(
                     f"worker {self.island_rank} of island {self.island_idx} failed", abort=True
                 )
+            elif ind.status is Status.FAILED and self._misconfigured:
+                # A helper of this library refused the setup (a LayoutError, say): every evaluation would.
+                self._request_stop(
+                    f"worker {self.island_rank} of island {self.island_idx} is misconfigured: "
+                    f"{self._misconfigured}",
+                    abort=True,
+                )
             if self.migration.wants_to_emigrate() and self._stop_reason is None:
                 self._emigrate(debug)
             if not redo:  # an interrupted evaluation done again does not count as a new generation
@@ -725,6 +736,8 @@ class Propulator:
         ind.evaltime = time.time()
         ind.steps = outcome.steps
         ind.surrogate_data = self.evaluator.learn(outcome)
+        # The error's last line (type and message) when a helper of this library refused the setup.
+        self._misconfigured = outcome.error.strip().splitlines()[-1] if outcome.misconfigured else ""
         if outcome.status is Status.COMPLETED:
             self._mean_period += (outcome.period - self._mean_period) / min(self.generation + 1, 20)
         elif outcome.status is Status.FAILED:

@@ -576,7 +576,7 @@ def abort_worker_process_group() -> None:
 
 def _sockets() -> dict[int, int]:
     """Return this process's open sockets as ``{file descriptor: inode}`` (empty where /proc is missing)."""
-    found = {}
+    found: dict[int, int] = {}
     try:
         descriptors = os.listdir("/proc/self/fd")
     except OSError:

@@ -95,6 +95,23 @@ def test_stop_on_first_failure(mpilaunch, tmp_path, ranks):
     assert not checkpoint.pending, "every started evaluation finished before the stop"
 
 
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_a_setup_refused_by_a_helper_stops_the_run(mpilaunch, tmp_path, ranks):
+    """A PropulateError inside the loss (the torch helper refusing a GPU placement) would fail every
+    evaluation: the run stops on every rank with the helper's message, although on_failure="continue"."""
+    args = ["--mode", "misconfigured", "--checkpoint", str(tmp_path), "--generations", "500"]
+    args += ["--ranks-per-worker", "2", "--num-islands", "1", "--sleep", "0.01"]
+    start = time.monotonic()
+    result = mpilaunch("faults.py", ranks, *args, timeout=60)
+    assert result.returncode != 0
+    assert time.monotonic() - start < 30
+    aborted = re.findall(r"rank (\d+) aborted: the run stopped on a failed evaluation: .*misconfigured: "
+                         r"(?:propulate.errors.)?LayoutError: GPU placement", result.stdout)  # fmt: skip
+    assert sorted(int(rank) for rank in aborted) == list(range(ranks)), result.stdout[-4000:]
+    checkpoint = load_checkpoint(tmp_path)
+    assert [ind.status for ind in checkpoint.population].count(Status.FAILED) == 1
+
+
 def launch_background(directory: Path, ranks: int, *extra: str) -> subprocess.Popen:
     cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(PROGRAMS / "faults.py"), "--mode", "sleep"]
     cmd += ["--checkpoint", str(directory), "--generations", "-1", *extra]

@@ -8,6 +8,9 @@ Modes (``--mode``):
   the communicator the loss function was handed;
 - ``subrank-foreign-collective``: the same on a communicator the user split from ``COMM_WORLD`` themselves;
 - ``stop-on-failure``: one evaluation raises and ``on_failure="stop"``;
+- ``misconfigured``: from the third evaluation of rank 0's worker on, its loss function raises a
+  ``LayoutError`` on every rank of the worker, as the torch helper does for two ranks of a worker on one
+  GPU; the run keeps ``on_failure="continue"``;
 - ``sleep``: every evaluation sleeps ``--sleep`` seconds (for signals and time limits);
 - ``big``: every individual carries a 10 MB array, far above MPI's eager limit.
 
@@ -28,7 +31,7 @@ import numpy as np
 from mpi4py import MPI
 
 from propulate import Islands, Status
-from propulate.errors import RunAbortedError
+from propulate.errors import LayoutError, RunAbortedError
 from propulate.propagators import Propagator
 from propulate.utils import get_default_propagator
 
@@ -75,6 +78,8 @@ def loss(params, comm=MPI.COMM_SELF):
         value = reducing.allreduce(value) / comm.size
     elif args.mode == "stop-on-failure" and world.rank == 0 and evaluations == 5:
         raise RuntimeError("injected fatal failure")
+    elif args.mode == "misconfigured" and world.rank < args.ranks_per_worker and evaluations >= 3:
+        raise LayoutError("GPU placement: ranks 0, 1 of this worker would share GPU 0 (injected)")
     return value
 
 
