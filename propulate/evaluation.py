@@ -298,16 +298,19 @@ class Evaluator:
         result: Any = None
         self.count += 1
         self.evaluating = True
+        # The flag is cleared before any handler runs: an interruption (SIGALRM) may only land in the loss
+        # function or in this inner block, never in the handlers, where it would escape the evaluation.
         try:
-            result = self.loss_fn(ind, self.loss_comm) if self.multi_rank else self.loss_fn(ind)
+            try:
+                result = self.loss_fn(ind, self.loss_comm) if self.multi_rank else self.loss_fn(ind)
+            finally:
+                self.evaluating = False
             if not is_generator(result):
                 run.finish(result)
         except EvaluationInterrupted:
             run.flags |= _Step.INTERRUPTED
         except Exception:
             self._failed(run)
-        finally:
-            self.evaluating = False
         if run.flags & _Step.INTERRUPTED and self.multi_rank:
             self.release()
         if run.flags:
@@ -340,16 +343,18 @@ class Evaluator:
             self.consult_surrogate("start_run", ind)
         while True:
             self.evaluating = True
-            try:
-                run.take(next(stream))
+            try:  # the flag is cleared before any handler runs (see _evaluate)
+                try:
+                    interim = next(stream)
+                finally:
+                    self.evaluating = False
+                run.take(interim)
             except StopIteration:
                 run.end()
             except EvaluationInterrupted:
                 run.flags |= _Step.INTERRUPTED
             except Exception:
                 self._failed(run)
-            finally:
-                self.evaluating = False
             if not run.flags and self.interrupting():
                 run.flags |= _Step.INTERRUPTED  # between two steps: every rank of the worker stops here
             if run.root and not run.flags and self.consult_surrogate("cancel", run.loss):
