@@ -413,20 +413,21 @@ class Evaluator:
         backoff = Backoff()
         deadline = time.monotonic() + self.failure_timeout
         stopping = flags & (_Step.FAILED | _Step.INTERRUPTED)
-        while not request.Test():
-            try:
+        try:
+            while not request.Test():
                 self.check()
-            except BaseException:
-                abandon(request, mine, seen)
-                raise
-            if stopping and time.monotonic() > deadline:
-                log.critical(
-                    f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: the loss function failed here "
-                    f"and the worker's other ranks did not finish within {self.failure_timeout:.0f} s (stuck "
-                    "in a collective operation with this rank?); aborting the job instead of hanging."
-                )
-                _abort_job()
-            backoff.wait()
+                if stopping and time.monotonic() > deadline:
+                    log.critical(
+                        f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: the loss function failed "
+                        f"here and the worker's other ranks did not finish within "
+                        f"{self.failure_timeout:.0f} s (stuck in a collective operation with this rank?); "
+                        "aborting the job instead of hanging."
+                    )
+                    _abort_job()
+                backoff.wait()
+        except BaseException:  # check()'s error, or one a signal handler raised: the request stays pending
+            abandon(request, mine, seen)
+            raise
         return int(seen[0])
 
 

@@ -36,7 +36,7 @@ from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.alarm import Alarm, FailureReport, threads_may_poll
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain
 from .mpi.news import IslandNews
-from .mpi.worker_comm import WorkerComm
+from .mpi.worker_comm import WorkerComm, in_collective
 from .population import Population
 from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin
@@ -255,7 +255,7 @@ class Propulator:
         self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
         self._misconfigured = ""  # the last evaluation failed on a PropulateError (this): the setup is wrong
         self._stop_conditions = StopConditions(
-            lambda: self.evaluator.evaluating, self.grace_period, time_limit, self._tell_worker_of_signal
+            self._interruptible, self.grace_period, time_limit, self._tell_worker_of_signal
         )
         self._alarm: Alarm | None = None  # during propulate()
         self._mean_period = 0.0  # running mean of this worker's evaluation time, seconds
@@ -361,7 +361,8 @@ class Propulator:
             evaluator.release = _release_torch_group
             evaluator.loss_comm = WorkerComm.of(
                 self.worker_sub_comm,
-                lambda: alarm.left == evaluator.count or conditions.interrupt_due(time.monotonic()),
+                # Only the loss function calls its collectives: due once the moment of interruption passed.
+                lambda: alarm.left == evaluator.count or time.monotonic() >= conditions.interrupt_at,
             )
         poll = alarm.poll if threads_may_poll() else _nothing
         try:
@@ -415,6 +416,14 @@ class Propulator:
             except Exception as close_error:
                 log.error(f"Checkpoint: closing {self._writer.path} after the failure failed: {close_error}")
             self._writer = None
+
+    def _interruptible(self) -> bool:
+        """Whether a stop may raise in the main thread now: in the loss function, not in a collective.
+
+        A collective operation of the ``comm`` handed to the loss ends itself when due (see
+        :func:`propulate.mpi.worker_comm.in_collective`).
+        """
+        return self.evaluator.evaluating and not in_collective()
 
     def _check_alarm(self) -> None:
         """Raise if another rank failed (taking in alarm messages first where no thread does)."""

@@ -346,10 +346,10 @@ def bcast(comm: MPI.Comm, obj: Any, check: Callable[[], None], root: int = 0) ->
 
 def _wait(request: MPI.Request, check: Callable[[], None], buffer: Any) -> None:
     backoff = Backoff()
-    while not request.Test():
-        try:
+    try:
+        while not request.Test():
             check()
-        except BaseException:
-            abandon(request, buffer)
-            raise
-        backoff.wait()
+            backoff.wait()
+    except BaseException:  # check()'s error, or one a signal handler raised: the request stays pending
+        abandon(request, buffer)
+        raise

@@ -40,6 +40,20 @@ def _never() -> bool:
     return False
 
 
+# Collective operations of a WorkerComm under way in this process (the main thread's loss function).
+_in_progress = 0
+
+
+def in_collective() -> bool:
+    """Whether the loss function is inside a collective operation of a :class:`WorkerComm`.
+
+    A stop's SIGALRM must not raise there: an exception between the start of the non-blocking operation and
+    its completion would drop the request and free its buffers while a partner may still write into them.
+    The operation raises :class:`~propulate.errors.EvaluationInterrupted` itself when it is due.
+    """
+    return _in_progress > 0
+
+
 class WorkerComm(MPI.Intracomm):
     """An intracommunicator whose blocking collectives end early when the evaluation is interrupted.
 
@@ -71,48 +85,62 @@ class WorkerComm(MPI.Intracomm):
         """
         return WorkerComm.of(self._source, self._due)
 
-    def _wait(self, request: MPI.Request, *buffers: Any) -> None:
-        backoff = Backoff(cap=5e-4)
-        while not request.Test():
-            if self._due():
-                abandon(request, *buffers)  # a late partner may still complete it
-                raise EvaluationInterrupted("the evaluation was interrupted in a collective operation")
-            backoff.wait()
+    def _wait(self, start: Callable[[], MPI.Request], *buffers: Any) -> None:
+        """Start a non-blocking operation and test it until it completes or the evaluation is due to end.
+
+        An operation given up on keeps its request and ``buffers`` alive (a late partner may still complete
+        it), whatever interrupts it: the due moment, or any exception once the request exists.
+        """
+        global _in_progress
+        _in_progress += 1
+        try:
+            request = start()
+            try:
+                backoff = Backoff(cap=5e-4)
+                while not request.Test():
+                    if self._due():
+                        raise EvaluationInterrupted("interrupted in a collective operation")
+                    backoff.wait()
+            except BaseException:
+                abandon(request, *buffers)
+                raise
+        finally:
+            _in_progress -= 1
 
     # ------------------------------------------------------------------------------------ buffer-based
 
     def Barrier(self) -> None:  # noqa: D102, N802 - MPI's names and documentation
-        self._wait(self.Ibarrier())
+        self._wait(self.Ibarrier)
 
     def Bcast(self, buf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Ibcast(buf, root), buf)
+        self._wait(lambda: self.Ibcast(buf, root), buf)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:  # noqa: D102, N802
-        self._wait(self.Iallreduce(sendbuf, recvbuf, op), sendbuf, recvbuf)
+        self._wait(lambda: self.Iallreduce(sendbuf, recvbuf, op), sendbuf, recvbuf)
 
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Ireduce(sendbuf, recvbuf, op, root), sendbuf, recvbuf)
+        self._wait(lambda: self.Ireduce(sendbuf, recvbuf, op, root), sendbuf, recvbuf)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: D102, N802
-        self._wait(self.Iallgather(sendbuf, recvbuf), sendbuf, recvbuf)
+        self._wait(lambda: self.Iallgather(sendbuf, recvbuf), sendbuf, recvbuf)
 
     def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: D102, N802
-        self._wait(self.Iallgatherv(sendbuf, recvbuf), sendbuf, recvbuf)
+        self._wait(lambda: self.Iallgatherv(sendbuf, recvbuf), sendbuf, recvbuf)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Igather(sendbuf, recvbuf, root), sendbuf, recvbuf)
+        self._wait(lambda: self.Igather(sendbuf, recvbuf, root), sendbuf, recvbuf)
 
     def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Igatherv(sendbuf, recvbuf, root), sendbuf, recvbuf)
+        self._wait(lambda: self.Igatherv(sendbuf, recvbuf, root), sendbuf, recvbuf)
 
     def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Iscatter(sendbuf, recvbuf, root), sendbuf, recvbuf)
+        self._wait(lambda: self.Iscatter(sendbuf, recvbuf, root), sendbuf, recvbuf)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:  # noqa: D102, N802
-        self._wait(self.Iscatterv(sendbuf, recvbuf, root), sendbuf, recvbuf)
+        self._wait(lambda: self.Iscatterv(sendbuf, recvbuf, root), sendbuf, recvbuf)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:  # noqa: D102, N802
-        self._wait(self.Ialltoall(sendbuf, recvbuf), sendbuf, recvbuf)
+        self._wait(lambda: self.Ialltoall(sendbuf, recvbuf), sendbuf, recvbuf)
 
     # ------------------------------------------------------------------------------------ pickle-based
 
