@@ -9,7 +9,8 @@ population.
 An offspring that repeats a known configuration is handed back to the propagator (:meth:`Propagator.reject`)
 and the propagator is called again, up to :data:`MAX_ATTEMPTS` times. A propagator that only repeats (a
 converged population, a swarm at rest, a selection passed through as the whole propagator) is replaced for
-that breeding by a uniform draw from the search space, up to :data:`MAX_DRAWS` draws. In a finite search
+that breeding by a uniform draw from the search space, up to :data:`MAX_DRAWS` draws (a particle at rest,
+with zero velocity, when the propagator's offspring are particles). In a finite search
 space (integer and categorical parameters only) where the draws find nothing new either, the configurations
 nobody has evaluated are listed once and drawn from; when there are none, the search space is exhausted and
 :meth:`Breeder.breed` returns ``None``: the loop then stops the run, since every configuration has been
@@ -207,7 +208,11 @@ class Breeder:
                 return None  # after the last attempt the draws find out (and say so)
             if isinstance(self.propagator, Propagator):
                 self.propagator.reject(ind)
-        return self._draw(space)
+        drawn = self._draw(space)
+        if drawn is not None and ind.velocity is not None:
+            # The propagator moves particles (PSO): the drawn one starts at rest, as a particle must move.
+            drawn.velocity = np.zeros_like(ind.velocity)
+        return drawn
 
     def _offspring(self, parents: list[Individual]) -> Individual:
         offspring = as_list(self.propagator(parents))

@@ -20,6 +20,7 @@ depend on it.
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import pickle
@@ -55,13 +56,19 @@ IDLE_POLLS = 2
 RETEST_INTERVAL = 1e-3
 
 
-#: Requests given up on, with their buffers: kept for the life of the process, since MPI may still complete
-#: them (a partner that joins late) and write into their buffers.
+#: Requests given up on, with their buffers, for inspection; see :func:`abandon`.
 _ABANDONED: list[tuple[Any, ...]] = []
 
 
 def abandon(request: MPI.Request, *buffers: Any) -> None:
-    """Give up on ``request``; keep it and ``buffers`` alive, so that MPI never writes into freed memory."""
+    """Give up on ``request``; keep it and ``buffers`` alive, so that MPI never writes into freed memory.
+
+    MPI may still complete the request (a partner that joins late) and write into its buffers, as late as
+    ``MPI_Finalize``, which mpi4py calls after the interpreter has cleared the modules' globals. So they are
+    given an extra reference that nothing releases: their memory is the process's until it ends.
+    """
+    for obj in (request, *buffers):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
     _ABANDONED.append((request, *buffers))
 
 

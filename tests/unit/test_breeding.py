@@ -212,6 +212,21 @@ def test_a_propagator_that_only_repeats_is_rejected_then_replaced_by_a_uniform_d
     assert (breeder.repeats, breeder.draws) == (MAX_ATTEMPTS, 1)
 
 
+def test_a_swarm_at_rest_gets_a_drawn_particle_with_a_velocity() -> None:
+    """A PSO propagator moves particles and reads their velocity: the uniform draw that replaces a swarm
+    repeating itself is a particle at rest, not an individual without velocity."""
+    limits = {"x": (0.0, 1.0), "y": (-1.0, 1.0)}
+    space = SearchSpace.of(limits)
+    population = evaluated_population(limits, [np.array([0.5, 0.5])])
+    for ind in population:
+        ind.velocity = np.zeros(2)
+    breeder = Breeder(Repeating(limits), population, random.Random(3))
+    ind = breeder.breed()
+    assert ind is not None and breeder.draws == 1
+    assert not population.knows(space.key(ind.position))
+    assert ind.velocity is not None and np.array_equal(ind.velocity, np.zeros(2))
+
+
 def test_the_first_new_offspring_is_taken_without_drawing() -> None:
     limits = {"x": (0.0, 1.0)}
     population = evaluated_population(limits, [np.array([0.25])])
