@@ -253,7 +253,7 @@ class Propulator:
         self._last_snapshot = -math.inf
         self._stop_reason: str | None = None  # why this worker stops before its generations are done
         self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
-        self._misconfigured = ""  # the last evaluation failed on a PropulateError (this): the setup is wrong
+        self._misconfigured = ""  # the error of the last evaluation if a PropulateError: the setup is wrong
         self._stop_conditions = StopConditions(
             self._interruptible, self.grace_period, time_limit, self._tell_worker_of_signal
         )
