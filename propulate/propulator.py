@@ -484,10 +484,14 @@ class Propulator:
             self.propagator.bind(self.island_rank, self._island.size)
         space = _find_space(self.propagator)
         self._writer = None  # the last session's, closed
-        read = read_shared(self._world, self.checkpoint_path, self._resume)
         header: dict[str, Any] | None = None
         payloads: list[dict[str, Any]] | None = None
-        if self._world.rank == 0:
+        try:
+            # Every worker root reads its share; only the first raises, once all have taken part.
+            read = read_shared(self._world, self.checkpoint_path, self._resume)
+        except CheckpointError as err:
+            header = {"error": f"{type(err).__name__}: {err}"}
+        if self._world.rank == 0 and header is None:
             try:
                 plan = plan_session(self.checkpoint_path, read, space, self.island_counts, self.pollination)
                 header, payloads = {"session": plan.session, "limits": plan.limits}, plan.payloads

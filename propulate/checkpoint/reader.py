@@ -38,9 +38,11 @@ __all__ = [
     "EmptyFileError",
     "WriterInfo",
     "assemble",
+    "collect",
     "load_checkpoint",
     "read_file",
     "read_listing",
+    "read_outcome",
 ]
 
 log = logging.getLogger("propulate")
@@ -523,6 +525,42 @@ def assemble(directory: Path, files: list[dict[str, Any]]) -> Checkpoint | None:
     return checkpoint
 
 
+def read_outcome(path: Path, state: bool) -> tuple[str, Any]:
+    """Read one file and say how it went, without raising.
+
+    Returns ``("read", contents)`` (see :func:`read_file`), ``("empty", message)`` for a file that holds no
+    record, or ``("error", message)``: a rank reading its share hands the outcome on instead of raising alone.
+    """
+    try:
+        return "read", read_file(path, state=state)
+    except EmptyFileError as err:
+        return "empty", str(err)
+    except CheckpointError as err:
+        return "error", str(err)
+
+
+def collect(paths: list[Path], outcomes: list[tuple[str, Any]]) -> tuple[list[dict[str, Any]], list[Path]]:
+    """Sort what :func:`read_outcome` gave for ``paths`` into the contents read and the files with no record.
+
+    A file with no record is skipped with a warning.
+
+    Raises
+    ------
+    CheckpointError
+        For the first file that could not be read, naming it.
+    """
+    files, empty = [], []
+    for path, (outcome, value) in zip(paths, outcomes, strict=True):
+        if outcome == "error":
+            raise CheckpointError(value)
+        if outcome == "empty":
+            log.warning(f"Checkpoint: skipping {path}: {value}")
+            empty.append(path)
+        else:
+            files.append(value)
+    return files, empty
+
+
 def read_listing(listing: Listing) -> tuple[list[dict[str, Any]], list[Path]]:
     """Read every file of ``listing`` in order; return their contents and the files that hold no record.
 
@@ -533,15 +571,8 @@ def read_listing(listing: Listing) -> tuple[list[dict[str, Any]], list[Path]]:
     CheckpointError
         Naming the file, if one that may hold records cannot be read.
     """
-    files, empty = [], []
     with_state = listing.with_state
-    for path in listing.paths:
-        try:
-            files.append(read_file(path, state=path in with_state))
-        except EmptyFileError as err:
-            log.warning(f"Checkpoint: skipping {path}: {err}")
-            empty.append(path)
-    return files, empty
+    return collect(listing.paths, [read_outcome(path, path in with_state) for path in listing.paths])
 
 
 def load_checkpoint(checkpoint_path: str | Path) -> Checkpoint | None:

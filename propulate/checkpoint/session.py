@@ -20,7 +20,7 @@ from ..individual import Individual, loss_order
 from ..space import SearchSpace
 from .compaction import compact
 from .format import PLAN_DTYPE, RESUME_DTYPE, CheckpointError, Listing, list_files
-from .reader import Checkpoint, EmptyFileError, assemble, read_file
+from .reader import Checkpoint, assemble, collect, read_outcome
 
 __all__ = ["ResumePlan", "SessionPlan", "plan_resume", "plan_session", "read_shared"]
 
@@ -35,7 +35,12 @@ def read_shared(
     Rank 0 lists the files and receives what every rank read, so the files one process opens do not grow
     with the number of files. Returns, on rank 0, the listing, the contents of the files in the order their
     records apply and the files that hold no record; ``None`` on the other ranks, and on every rank when not
-    ``resume``. A file that cannot be read is reported by rank 0 when it plans (:func:`plan_session`).
+    ``resume``.
+
+    Raises
+    ------
+    CheckpointError
+        On rank 0 only, once every rank took part, if a file that may hold records cannot be read.
     """
     listing = list_files(directory) if resume and comm.rank == 0 else None
     paths = None
@@ -45,28 +50,17 @@ def read_shared(
     paths = comm.bcast(paths, root=0)
     if paths is None:
         return None
-    share: list[tuple[int, str, Any]] = []
-    for i in range(comm.rank, len(paths), comm.size):
-        try:
-            share.append((i, "read", read_file(Path(paths[i][0]), state=paths[i][1])))
-        except EmptyFileError as err:
-            share.append((i, "empty", str(err)))
-        except CheckpointError as err:
-            share.append((i, "error", str(err)))
+    share = [
+        (i, read_outcome(Path(paths[i][0]), paths[i][1])) for i in range(comm.rank, len(paths), comm.size)
+    ]
     gathered = comm.gather(share, root=0)
     if comm.rank != 0:
         return None
     assert listing is not None and gathered is not None
-    files, empty = [], []
-    for i, outcome, value in sorted(item for part in gathered for item in part):
-        if outcome == "error":
-            return listing, [{"error": value}], []
-        if outcome == "empty":
-            log.warning(f"Checkpoint: skipping {paths[i][0]}: {value}")
-            empty.append(Path(paths[i][0]))
-        else:
-            files.append(value)
-    return listing, files, empty
+    outcomes = [
+        outcome for _, outcome in sorted((item for part in gathered for item in part), key=lambda x: x[0])
+    ]
+    return listing, *collect(listing.paths, outcomes)
 
 
 @dataclass
@@ -120,8 +114,6 @@ def plan_session(
     counts = [int(c) for c in island_counts]
     if read is not None:
         listing, files, empty = read
-        if files and "error" in files[0]:
-            raise CheckpointError(files[0]["error"])
         checkpoint = assemble(directory, files)
         if checkpoint is not None:
             if space is not None and checkpoint.space.fingerprint != space.fingerprint:

@@ -79,9 +79,7 @@ def three_sessions(directory: Path) -> dict[str, Any]:
     made: dict[str, Any] = {"inds": []}
     for session in range(3):
         counters = {(0, 0): 3 * session, (1, 0): 3 * session}
-        w0 = open_writer(directory, writer=0, island=0, island_counts=[1, 1], session=session)
-        w0.close()  # (the plan is written by the real first writer below; this one only tests reopening)
-        w0 = _writer_with_plan(directory, session, counters)
+        w0 = first_writer(directory, session, counters, [1, 1])
         w1 = open_writer(directory, writer=1, island=1, island_counts=[1, 1], session=session)
         for g in range(3):
             generation = 3 * session + g
@@ -107,8 +105,11 @@ def three_sessions(directory: Path) -> dict[str, Any]:
     return made
 
 
-def _writer_with_plan(directory: Path, session: int, counters: dict[tuple[int, int], int]) -> Any:
-    attrs = writer_attrs(SPACE, 0, 0, 0, [1, 1], session)
+def first_writer(
+    directory: Path, session: int, counters: dict[tuple[int, int], int], island_counts: list[int]
+) -> CheckpointWriter:
+    """The first writer of ``session`` (worker 0 of island 0), writing the session's plan of ``counters``."""
+    attrs = writer_attrs(SPACE, 0, 0, 0, island_counts, session)
     attrs["generation_start"] = counters[(0, 0)]
     return CheckpointWriter(directory, session, 0, SPACE, attrs, None, NEVER, plan_table=plan_table(counters))
 
@@ -139,7 +140,7 @@ def test_compaction_keeps_what_the_files_say(tmp_path: Path) -> None:
 def test_sessions_after_a_merge_apply_on_top_of_it(tmp_path: Path) -> None:
     three_sessions(tmp_path)
     compact(tmp_path)
-    w0 = _writer_with_plan(tmp_path, 3, {(0, 0): 9, (1, 0): 9})
+    w0 = first_writer(tmp_path, 3, {(0, 0): 9, (1, 0): 9}, [1, 1])
     late = start_and_finish(w0, bred(make_uid(3, 0, 0), 0, 9), 0.01, 0)
     w0.deactivated(make_uid(0, 0, 0), 0)
     w0.close()
@@ -194,7 +195,7 @@ def test_a_resume_merges_and_plans_from_the_merged_file(tmp_path: Path) -> None:
 def test_a_worker_killed_before_its_file_existed_keeps_its_counter(tmp_path: Path) -> None:
     """4 workers x 8 generations, then a session killed while two workers were creating their files."""
     counters = {(0, r): 0 for r in range(4)}
-    writers = [_first_writer(tmp_path, 0, counters)] + [
+    writers = [first_writer(tmp_path, 0, counters, [4])] + [
         open_writer(tmp_path, writer=r, island=0, island_counts=[4], island_rank=r) for r in range(1, 4)
     ]
     for r, writer in enumerate(writers):
@@ -202,7 +203,7 @@ def test_a_worker_killed_before_its_file_existed_keeps_its_counter(tmp_path: Pat
             start_and_finish(writer, bred(make_uid(0, r, g), 0, g, rank=r), float(g), 0)
         writer.close()
     # Session 1: the plan is written, workers 0 and 1 created their files, 2 and 3 did not.
-    _first_writer(tmp_path, 1, dict.fromkeys(counters, 8)).close()
+    first_writer(tmp_path, 1, dict.fromkeys(counters, 8), [4]).close()
     attrs = writer_attrs(SPACE, 0, 1, 1, [4], session=1)
     attrs["generation_start"] = 8
     CheckpointWriter(tmp_path, 1, 1, SPACE, attrs, None, NEVER).close()
@@ -212,12 +213,6 @@ def test_a_worker_killed_before_its_file_existed_keeps_its_counter(tmp_path: Pat
         counters, 8
     )
     assert checkpoint.generations_done == 32
-
-
-def _first_writer(directory: Path, session: int, counters: dict[tuple[int, int], int]) -> Any:
-    attrs = writer_attrs(SPACE, 0, 0, 0, [len(counters)], session)
-    attrs["generation_start"] = counters[(0, 0)]
-    return CheckpointWriter(directory, session, 0, SPACE, attrs, None, NEVER, plan_table=plan_table(counters))
 
 
 def test_a_file_is_created_under_a_temporary_name(tmp_path: Path, monkeypatch) -> None:
