@@ -105,7 +105,8 @@ def test_a_setup_refused_by_a_helper_stops_the_run(mpilaunch, tmp_path, ranks):
     result = mpilaunch("faults.py", ranks, *args, timeout=60)
     assert result.returncode != 0
     assert time.monotonic() - start < 30
-    aborted = re.findall(r"rank (\d+) aborted: the run stopped on a failed evaluation: .*misconfigured: "
+    # Non-greedy: the lines of several ranks may run together without a newline between them.
+    aborted = re.findall(r"rank (\d+) aborted: the run stopped on a failed evaluation: .*?misconfigured: "
                          r"(?:propulate.errors.)?LayoutError: GPU placement", result.stdout)  # fmt: skip
     assert sorted(int(rank) for rank in aborted) == list(range(ranks)), result.stdout[-4000:]
     checkpoint = load_checkpoint(tmp_path)
