@@ -1,7 +1,10 @@
 """propulate: massively parallel, asynchronous, MPI-native evolutionary hyperparameter optimization.
 
-The MPI-dependent names (``Propulator``, ``Islands``) are imported on first use, so that reading a checkpoint
-(:func:`propulate.checkpoint.load_checkpoint`) on a login node or in a notebook does not initialize MPI.
+The public names of Propulate 1.2.2 plus this package's own. Everything that needs MPI (``Propulator``,
+``Islands``, ``Migrator``, ``Pollinator``, and :mod:`propulate.utils` with ``set_logger_config`` and
+``get_default_propagator``) and every subpackage is imported on first use, so that reading a checkpoint
+(:func:`propulate.checkpoint.load_checkpoint`) on a login node or in a notebook does not initialize MPI, and
+``import propulate`` followed by ``propulate.utils.set_logger_config()`` works as it did in 1.2.2.
 """
 
 from __future__ import annotations
@@ -14,21 +17,72 @@ from .individual import Individual, Status
 from .surrogate import Surrogate
 
 if TYPE_CHECKING:
+    from . import propagators
     from .checkpoint import load_checkpoint
     from .islands import Islands
+    from .migrator import Migrator
+    from .pollinator import Pollinator
     from .propulator import Propulator
+    from .utils import get_default_propagator, set_logger_config
 
 try:
     __version__ = version("propulate")
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
-__all__ = ["Individual", "Islands", "Propulator", "Status", "Surrogate", "__version__", "load_checkpoint"]
+__all__ = [
+    "Individual",
+    "Islands",
+    "Migrator",
+    "Pollinator",
+    "Propulator",
+    "Status",
+    "Surrogate",
+    "__version__",
+    "get_default_propagator",
+    "load_checkpoint",
+    "propagators",
+    "set_logger_config",
+]
 
-_LAZY = {"Islands": "islands", "Propulator": "propulator", "load_checkpoint": "checkpoint"}
+# Name -> the module (relative to this package) that defines it.
+_LAZY = {
+    "Islands": "islands",
+    "Migrator": "migrator",
+    "Pollinator": "pollinator",
+    "Propulator": "propulator",
+    "get_default_propagator": "utils",
+    "load_checkpoint": "checkpoint",
+    "set_logger_config": "utils",
+}
+
+# Subpackages and modules reachable as attributes after ``import propulate``, as in 1.2.2.
+_SUBMODULES = frozenset(
+    {
+        "checkpoint",
+        "errors",
+        "islands",
+        "migrator",
+        "plotting",
+        "pollinator",
+        "population",
+        "propagators",
+        "propulator",
+        "results",
+        "space",
+        "surrogate",
+        "utils",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    if name in _SUBMODULES:
+        return import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})

@@ -12,7 +12,9 @@ from mpi4py import MPI
 
 from .individual import Individual
 from .migration import check_topology
+from .migrator import Migrator
 from .mpi.layout import build_layout
+from .pollinator import Pollinator
 from .propagators.base import Propagator, SelectMax, SelectMin
 from .propulator import Propulator
 from .validation import check_probability
@@ -69,11 +71,20 @@ class Islands:
     on_failure, accept_inf, time_limit, grace_period, failure_timeout
         Failed evaluations, stop signals and wall-clock budgets; see :class:`Propulator`.
 
+    Attributes
+    ----------
+    propulator : Propulator
+        This worker's loop: a :class:`propulate.Pollinator` with ``pollination``, else a
+        :class:`propulate.Migrator`. It holds the checkpoint's population and generation counter from
+        construction on (see :class:`Propulator`).
+
     Raises
     ------
     ValueError
         On every rank, for inconsistent sizes, a topology of the wrong shape or with negative entries, or
         out-of-range probabilities.
+    propulate.checkpoint.CheckpointError
+        On every rank, if the checkpoint in ``checkpoint_path`` cannot be used.
     """
 
     def __init__(
@@ -114,7 +125,8 @@ class Islands:
                 f"{'pollination' if pollination else 'migration'} with probability {migration_probability}."
             )
         self.layout = layout
-        self.propulator = Propulator(
+        # As in 1.2.2: a Pollinator or a Migrator, both a Propulator with the matching migration policy.
+        self.propulator: Propulator = (Pollinator if pollination else Migrator)(
             loss_fn,
             propagator,
             rng,
@@ -131,7 +143,6 @@ class Islands:
             island_counts=layout.island_counts,
             surrogate_factory=surrogate_factory,
             immigration_propagator=immigration_propagator,
-            pollination=pollination,
             resume=resume,
             on_failure=on_failure,
             accept_inf=accept_inf,

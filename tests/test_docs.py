@@ -42,7 +42,13 @@ def _expected_anchors() -> dict[str, str]:
     """Return ``{public name: anchor}`` for every name the API page must document."""
     import propulate
 
-    expected = {f"propulate.{name}": f"propulate.{name}" for name in propulate.__all__}
+    expected = {}
+    for name in propulate.__all__:
+        obj = getattr(propulate, name)
+        # A module among the package's names (``propagators``, as in 1.2.2) has its own section.
+        expected[f"propulate.{name}"] = (
+            f"module-{obj.__name__}" if inspect.ismodule(obj) else f"propulate.{name}"
+        )
     for module_name in (
         "propulate.errors",
         "propulate.checkpoint",

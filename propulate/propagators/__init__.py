@@ -3,6 +3,7 @@
 from .base import (
     Compose,
     Conditional,
+    Gaussian,
     InitUniform,
     Propagator,
     SelectMax,
@@ -43,6 +44,7 @@ __all__ = [
     "CrossoverMultiple",
     "CrossoverSigmoid",
     "CrossoverUniform",
+    "Gaussian",
     "InitUniform",
     "InitUniformPSO",
     "IntervalMutationNormal",

@@ -12,13 +12,16 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from ..individual import Individual, loss_order
 from ..space import SearchSpace
-from ..validation import check_int, check_probability
+from ..validation import check_int, check_probability, check_real
 
 __all__ = [
     "Compose",
     "Conditional",
+    "Gaussian",
     "InitUniform",
     "Propagator",
     "SelectMax",
@@ -396,3 +399,51 @@ class InitUniform(Stochastic):
     @property
     def breeding_pool(self) -> int | None:  # noqa: D102
         return 0 if self.parents == 0 else None
+
+
+class Gaussian(Propagator):
+    """Sample a child from an isotropic normal distribution around its parent's position.
+
+    Every slot of the parent's embedding (:attr:`propulate.Individual.position`: one per numeric parameter,
+    one per category) gets independent noise of standard deviation ``scale``, in the units of the
+    parameters; the child is then clipped into ``limits`` (an integer is rounded, a categorical parameter
+    takes its largest slot). As Propulate 1.2.2's ``propulate.propagators.base.Gaussian``, which does not
+    clip.
+
+    Parameters
+    ----------
+    limits : dict or SearchSpace
+        The search space.
+    scale : float > 0
+        Standard deviation of the noise.
+    rng : numpy.random.Generator or random.Random, optional
+        The generator owned by this propagator (1.2.2 expects a numpy ``Generator``; a ``random.Random``
+        works too). Default: a fresh, OS-seeded ``random.Random``.
+
+    Raises
+    ------
+    ValueError
+        If ``scale`` is not a positive finite number.
+    """
+
+    def __init__(
+        self,
+        limits: Mapping[str, Any] | SearchSpace,
+        scale: float,
+        rng: np.random.Generator | random.Random | None = None,
+    ) -> None:
+        super().__init__(1, 1, rng if isinstance(rng, random.Random) else None)
+        self.space = SearchSpace.of(limits)
+        self.scale = check_real("scale", scale, 0.0)
+        if self.scale == 0.0:
+            raise ValueError("scale: expected a positive standard deviation, got 0")
+        self._normal = rng.normal if isinstance(rng, np.random.Generator) else self._normal_from_random
+
+    def _normal_from_random(self, scale: float, size: int) -> np.ndarray:
+        return np.array([self.rng.gauss(0.0, scale) for _ in range(size)])
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:  # noqa: D102
+        child = inds[0].child()
+        child.position += self._normal(scale=self.scale, size=child.position.size)
+        self.space.clip(child.position)
+        return [child]

@@ -1,4 +1,8 @@
-"""Compatibility surface of Propulate 1.2: the default propagator and the logger set-up."""
+"""Compatibility surface of Propulate 1.2: the default propagator and the logger set-up.
+
+Its modules :mod:`~propulate.utils.benchmark_functions` and :mod:`~propulate.utils.distributed` (which needs
+torch) are reachable as attributes of this package once used, as in 1.2.2.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import logging
 import random
 import sys
 from collections.abc import Mapping
+from importlib import import_module
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,6 +31,14 @@ from ..space import SearchSpace
 from ..validation import check_int, check_probability, check_real
 
 __all__ = ["get_default_propagator", "set_logger_config"]
+
+_SUBMODULES = frozenset({"benchmark_functions", "distributed"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_default_propagator(

@@ -409,6 +409,10 @@ def _box(dimensions: int, low: float, high: float) -> dict[str, tuple[float, flo
     return {f"x{i}": (float(low), float(high)) for i in range(dimensions)}
 
 
+# The names Propulate 1.2.2 gives these two functions.
+bukin_n6 = bukin
+egg_crate = eggcrate
+
 # Name -> (function, factory of its search space). A factory so that callers may modify their copy.
 _BENCHMARKS: dict[str, tuple[Callable[..., float], Callable[[], dict[str, tuple[float, float]]]]] = {
     "sphere": (sphere, lambda: _box(2, -5.12, 5.12)),
