@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from collections.abc import Iterator, Mapping
 from enum import IntEnum
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -36,11 +38,20 @@ class Individual(Mapping[str, Any]):
     Mapping-like over the parameters: ``ind["lr"]``, ``ind["lr"] = v``, ``len``, ``iter``, ``keys``,
     ``values``, ``items`` and ``in`` always see the decoded, current values of ``position``.
 
+    Keys that start with ``_`` hold free-form data instead, as in Propulate 1.2.2 (custom propagators and
+    surrogates use them): ``ind["_origin"] = "mutation"`` stores any picklable value, ``ind["_origin"]``
+    reads it, ``"_origin" in ind`` tells whether it is set and ``del ind["_origin"]`` removes it. Such an
+    entry is never a parameter: ``len``, iteration, ``keys()``, ``values()``, ``items()``, :meth:`params`
+    and :meth:`equals` see the parameters only (1.2.2's ``keys()`` listed both). It travels with the
+    individual — messages to other workers and islands, :meth:`copy`, pickling, the checkpoint and the
+    exported results — but a child bred from it starts without (:meth:`child`).
+
     Parameters
     ----------
     position : Mapping[str, Any] or numpy.ndarray
-        The parameter values as a dict, or an embedding of shape ``(n_slots,)`` (one slot per numeric
-        parameter, one one-hot block per categorical parameter).
+        The parameter values as a dict (``_``-prefixed entries among them are free-form data, see above), or
+        an embedding of shape ``(n_slots,)`` (one slot per numeric parameter, one one-hot block per
+        categorical parameter).
     limits : Mapping[str, tuple] or SearchSpace
         The search space (see :mod:`propulate.space`).
     velocity : numpy.ndarray, optional
@@ -80,6 +91,11 @@ class Individual(Mapping[str, Any]):
     surrogate_data : object
         What the evaluating worker's surrogate learned from this evaluation (JSON-serializable, see
         :meth:`propulate.surrogate.Surrogate.data`); ``None`` without a surrogate.
+    extras : Mapping[str, object]
+        The ``_``-prefixed entries (see above), by key; read-only.
+    mapping : dict[str, object]
+        Propulate 1.2.2's view of the individual: the parameter values followed by the ``_``-prefixed
+        entries, as a new dict (changing it changes nothing).
 
     Further attributes may be set (they are copied and pickled with the individual, not checkpointed).
     The attributes above live in ``__slots__``, so an individual costs about 650 bytes in memory with a
@@ -90,12 +106,16 @@ class Individual(Mapping[str, Any]):
     ------
     ValueError
         If ``position`` does not match the search space.
+    KeyError
+        For a key that is neither a parameter nor ``_``-prefixed, naming the parameters; for deleting a
+        parameter.
     """
 
     # Fixed attributes in slots: an island stores one individual per evaluation. Further attributes set by
     # user code go to a dict created on first use, and travel with the individual.
     __slots__ = (
         "__dict__",
+        "_extras",
         "_metrics",
         "active",
         "current",
@@ -129,7 +149,12 @@ class Individual(Mapping[str, Any]):
         rank: int = -1,
     ) -> None:
         self.space = SearchSpace.of(limits)
+        self._extras: dict[str, Any] | None = None
         if isinstance(position, Mapping):
+            extras = {k: v for k, v in position.items() if isinstance(k, str) and k.startswith("_")}
+            if extras:
+                position = {k: v for k, v in position.items() if k not in extras}
+                self._extras = extras
             self.position = self.space.encode(position)
         else:
             array = np.array(position, dtype=np.float64)
@@ -168,23 +193,54 @@ class Individual(Mapping[str, Any]):
         self._metrics = value
 
     @property
+    def extras(self) -> Mapping[str, Any]:
+        """The ``_``-prefixed entries by key, read-only (set them with ``ind["_key"] = value``)."""
+        return MappingProxyType(self._extras or {})
+
+    @property
+    def mapping(self) -> dict[str, Any]:
+        """The parameter values followed by the ``_``-prefixed entries, as a new dict (1.2.2's view)."""
+        return {**self.params(), **(self._extras or {})}
+
+    @property
     def limits(self) -> dict[str, tuple[Any, ...]]:
         """The search space as a dict (numeric ranges low-to-high)."""
         return self.space.limits
 
     def __getitem__(self, key: str) -> Any:
-        try:
-            p = self.space.index[key]
-        except KeyError:
-            raise KeyError(f"{key!r} is not a parameter of this search space {self.space.names}") from None
-        return self.space.decode_one(self.position, p)
+        p = self.space.index.get(key)
+        if p is not None:
+            return self.space.decode_one(self.position, p)
+        if isinstance(key, str) and key.startswith("_") and self._extras and key in self._extras:
+            return self._extras[key]
+        raise KeyError(self._unknown(key))
 
     def __setitem__(self, key: str, value: Any) -> None:
-        try:
-            p = self.space.index[key]
-        except KeyError:
-            raise KeyError(f"{key!r} is not a parameter of this search space {self.space.names}") from None
-        self.space.encode_one(self.position, p, value)
+        p = self.space.index.get(key)
+        if p is not None:
+            self.space.encode_one(self.position, p, value)
+        elif isinstance(key, str) and key.startswith("_"):
+            if self._extras is None:
+                self._extras = {}  # created on first use: most individuals never carry any
+            self._extras[key] = value
+        else:
+            raise KeyError(self._unknown(key))
+
+    def __delitem__(self, key: str) -> None:
+        if key in self.space.index:
+            raise KeyError(f"{key!r} is a parameter of the search space; only '_' entries can be deleted")
+        if not (isinstance(key, str) and key.startswith("_") and self._extras and key in self._extras):
+            raise KeyError(self._unknown(key))
+        del self._extras[key]
+        if not self._extras:
+            self._extras = None
+
+    def _unknown(self, key: object) -> str:
+        return (
+            f"{key!r} is not a parameter of this search space {self.space.names}"
+            + (" and not set on this individual" if isinstance(key, str) and key.startswith("_") else "")
+            + " (keys starting with '_' hold free-form data)"
+        )
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.space.names)
@@ -193,7 +249,7 @@ class Individual(Mapping[str, Any]):
         return len(self.space.names)
 
     def __contains__(self, key: object) -> bool:
-        return key in self.space.index
+        return key in self.space.index or bool(self._extras and key in self._extras)
 
     def params(self) -> dict[str, Any]:
         """Return the parameter values as a plain dict."""
@@ -225,6 +281,7 @@ class Individual(Mapping[str, Any]):
         child.uid = -1
         child.steps = 0
         child.surrogate_data = None
+        child._extras = None
         return child
 
     def copy(self) -> Individual:
@@ -255,6 +312,7 @@ class Individual(Mapping[str, Any]):
             self.uid,
             self.steps,
             self.surrogate_data,
+            self._extras or None,
             self.__dict__ or None,
         )
 
@@ -304,7 +362,8 @@ def _restore(
     uid: int,
     steps: int,
     surrogate_data: Any,
-    extra: dict[str, Any] | None = None,
+    extras: dict[str, Any] | None = None,
+    attributes: dict[str, Any] | None = None,
 ) -> Individual:
     """Rebuild an individual from its space and :meth:`Individual.packed` (copy, unpickling, messages)."""
     ind = _new()
@@ -326,8 +385,9 @@ def _restore(
     ind.uid = uid
     ind.steps = steps
     ind.surrogate_data = surrogate_data
-    if extra:
-        ind.__dict__.update(extra)
+    ind._extras = None if extras is None else copy.deepcopy(extras)
+    if attributes:
+        ind.__dict__.update(attributes)
     return ind
 
 

@@ -20,7 +20,10 @@ followed by propulate's provenance:
     Parameter values: floats, ints, and categoricals as a pandas ``category`` in the order of the limits.
 ``user_attrs_<name>``
     The further numbers (metrics) the loss function returned, named as Optuna names the numbers a trial
-    records with ``set_user_attr``; NaN where an evaluation did not return that metric.
+    records with ``set_user_attr``; NaN where an evaluation did not return that metric. After them, one
+    column per ``_``-prefixed entry of the individuals (free-form data, see :class:`propulate.Individual`),
+    e.g. ``user_attrs__origin`` for ``ind["_origin"]``, holding the values as Python objects and ``None``
+    where an individual has no such entry.
 ``state``
     Optuna's trial state names, so that code written for Optuna's frames keeps working: see
     :data:`STATES` (``COMPLETE``, ``PRUNED``, ``FAIL``; ``RUNNING`` for an individual of a live population
@@ -62,7 +65,7 @@ Report numbers (see :func:`session_spans` and :func:`utilization`):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
@@ -265,6 +268,7 @@ def to_dataframe(individuals: Iterable[Individual], space: SearchSpace | None = 
         positions = np.array(list(map(attrgetter("position"), kept))) if kept else np.zeros((0, space.ndim))
         columns.update(_decode_columns(positions, space, pd))
     columns.update(_metric_columns(list(map(attrgetter("metrics"), kept))))
+    columns.update(_extra_columns(list(map(attrgetter("extras"), kept))))
     columns.update(
         {
             "state": state,
@@ -347,6 +351,16 @@ def _metric_columns(metrics: Sequence[dict[str, float]]) -> dict[str, np.ndarray
         except KeyError:
             values = [each.get(name, math.nan) for each in metrics]
         columns[f"user_attrs_{name}"] = np.array(values, dtype=np.float64)
+    return columns
+
+
+def _extra_columns(extras: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    columns = {}
+    for key in sorted(set().union(*extras)):
+        column = np.empty(len(extras), dtype=object)
+        for i, each in enumerate(extras):  # one by one: a list value must stay one cell
+            column[i] = each.get(key)
+        columns[f"user_attrs_{key}"] = column
     return columns
 
 

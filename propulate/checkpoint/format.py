@@ -25,7 +25,8 @@ A session file holds:
   migration probability, pollination, propagator description, world size, library version);
 - ``records``: one row per event, :func:`record_dtype`. Each row holds the whole individual (parameters as
   the ``position`` embedding, loss, status, generation, worker, birth island, island of residence, migration
-  state, start/end time and period); its metrics and migration history are JSON in ``blobs``;
+  state, start/end time and period); its metrics, migration history and ``_``-prefixed entries are JSON
+  in ``blobs`` (entries JSON cannot hold exactly are pickled there, base64-encoded);
 - ``blobs``: a byte heap for the variable-length parts of rows;
 - ``snapshots`` and ``snapshot0``, ``snapshot1``: the writer's latest state (RNG, propagator, counters),
   pickled, in two slots written in turn. A row of ``snapshots`` (:data:`SNAPSHOT_DTYPE`) gives a slot's
@@ -43,8 +44,10 @@ Version 1 files (one state row per flush in ``states``, no ``plan``) are still r
 
 from __future__ import annotations
 
+import base64
 import json
 import math
+import pickle
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -269,7 +272,32 @@ def entry(kind: Record, ind: Individual, home: int, start: float, pending: bool 
         ind.migration_history,
         0 if pending else ind.steps,
         None if pending else ind.surrogate_data,
+        ind._extras or None,
     )
+
+
+def encode_extras(extras: dict[str, Any]) -> dict[str, Any]:
+    """Return the JSON fields that hold an individual's ``_``-prefixed entries.
+
+    As JSON (``"data"``) when JSON gives the same values back, so that other tools can read them; otherwise
+    (tuples, arrays, NaN, objects) pickled, base64-encoded (``"data_pickle"``).
+    """
+    try:
+        text = json.dumps(extras, allow_nan=False)
+        if json.loads(text) == extras:
+            return {"data": extras}
+    except (TypeError, ValueError):
+        pass
+    return {"data_pickle": base64.b64encode(pickle.dumps(extras, protocol=pickle.HIGHEST_PROTOCOL)).decode()}
+
+
+def decode_extras(fields: dict[str, Any]) -> dict[str, Any] | None:
+    """Return the ``_``-prefixed entries that :func:`encode_extras` stored in ``fields``, or ``None``."""
+    if "data" in fields:
+        return dict(fields["data"])
+    if "data_pickle" in fields:
+        return dict(pickle.loads(base64.b64decode(fields["data_pickle"])))
+    return None
 
 
 def deactivation_entry(uid: int, home: int) -> tuple[Any, ...]:
@@ -292,8 +320,8 @@ class RowEncoder:
             if item[0] == Record.DEACTIVATED:
                 records.append((*item[:6], 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, self._nan, self._nan))
                 continue
-            metrics, history, steps, surrogate = item[16:20]
-            if not metrics and not steps and surrogate is None:
+            metrics, history, steps, surrogate, extras = item[16:21]
+            if not metrics and not steps and surrogate is None and extras is None:
                 extra = self._plain_extras.get(history)
                 if extra is None:  # the common case: one encoding per migration history
                     extra = json.dumps({"metrics": {}, "history": history}).encode()
@@ -304,6 +332,8 @@ class RowEncoder:
                     extra_fields["steps"] = steps
                 if surrogate is not None:
                     extra_fields["surrogate"] = surrogate
+                if extras is not None:
+                    extra_fields.update(encode_extras(extras))
                 extra = json.dumps(extra_fields).encode()
             velocity = self._nan if item[15] is None else item[15]
             records.append((*item[:14], base + len(heap), len(extra), item[14], velocity))

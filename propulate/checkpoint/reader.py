@@ -28,6 +28,7 @@ from .format import (
     CheckpointError,
     Listing,
     Record,
+    decode_extras,
     list_files,
     record_dtype,
     uid_origin,
@@ -346,6 +347,7 @@ class _Rows:
         ind.migration_history = str(extra.get("history", ""))
         ind.steps = int(extra.get("steps", 0))
         ind.surrogate_data = extra.get("surrogate")
+        ind._extras = decode_extras(extra)
         return ind
 
 

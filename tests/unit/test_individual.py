@@ -145,14 +145,30 @@ def test_mapping_views_follow_the_current_values(ind: Individual) -> None:
     assert ind.params() == expected
 
 
-@pytest.mark.parametrize("key", ["nope", "_loss", "LR", 0])
+@pytest.mark.parametrize("key", ["nope", "LR", 0])
 def test_unknown_key_raises_key_error(ind: Individual, key: Any) -> None:
     with pytest.raises(KeyError):
         ind[key]
     with pytest.raises(KeyError):
         ind[key] = 1.0
+    with pytest.raises(KeyError):
+        del ind[key]
     assert key not in ind
     assert dict(ind) == VALUES
+
+
+def test_underscore_key_is_data_not_a_parameter(ind: Individual) -> None:
+    with pytest.raises(KeyError, match="not set on this individual"):
+        ind["_loss"]
+    assert "_loss" not in ind
+    ind["_loss"] = [1, 0.2, 3]
+    assert ind["_loss"] == [1, 0.2, 3] and "_loss" in ind and "_loss" in ind.keys()
+    assert dict(ind) == VALUES and len(ind) == len(VALUES) and ind.params() == VALUES
+    assert ind.mapping == {**VALUES, "_loss": [1, 0.2, 3]}
+    with pytest.raises(KeyError, match="parameter"):
+        del ind["lr"]
+    del ind["_loss"]
+    assert "_loss" not in ind and ind.extras == {}
 
 
 def test_setting_a_category_that_does_not_exist_raises_and_changes_nothing(ind: Individual) -> None:
