@@ -27,7 +27,16 @@ import numpy as np
 from mpi4py import MPI
 
 from .breeding import MAX_WAIT, Breeder
-from .checkpoint import CheckpointError, CheckpointWriter, Record, make_uid, plan_session, read_shared
+from .checkpoint import (
+    CheckpointError,
+    CheckpointWriter,
+    Record,
+    SessionPlan,
+    archive,
+    make_uid,
+    plan_session,
+    read_shared,
+)
 from .errors import RunAbortedError, WorkerFailedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
 from .individual import Individual, Status
@@ -166,9 +175,17 @@ class Propulator:
         For out-of-range arguments (named in the message).
     TypeError
         If ``loss_fn`` or ``propagator`` is not callable, or ``loss_fn`` cannot take the worker communicator.
+    propulate.checkpoint.CheckpointError
+        On every rank, if the checkpoint in ``checkpoint_path`` cannot be used (a file cannot be read, or it
+        was made for another search space).
 
     Notes
     -----
+    Construction is collective over all ranks of all workers: it takes in the checkpoint in
+    ``checkpoint_path`` (unless ``resume`` is off), so that :attr:`population` and ``generation`` hold what
+    the checkpoint holds from then on, as in Propulate 1.2.2, and :meth:`summarize` works without a run.
+    Nothing is written before :meth:`propulate` (see :doc:`/checkpointing`).
+
     An exception on any rank outside the loss function (a propagator, a surrogate, the checkpoint writer)
     ends the run on every rank: the failing rank raises it, every other rank raises
     :class:`propulate.errors.WorkerFailedError` naming it, within :data:`FAILURE_GRACE` seconds plus the time
@@ -268,11 +285,33 @@ class Propulator:
         self.island_rank = -1
         self._breeder = Breeder(propagator, self._population, self.rng)  # rebuilt when a session begins
         self._started = 0  # evaluations this worker started in this session
-        if not self.is_worker_root:
-            self.migration: IsolatedIslands | MigrationPolicy = IsolatedIslands()
-            return
-        self._island = island_comm.Dup()
-        self._world = propulate_comm.Dup()
+        self._planned = False  # a session is planned (the checkpoint taken in) and not begun yet
+        self._plan: SessionPlan | None = None  # the planned session, on the first worker root
+        self._limits: dict[str, Any] | None = None  # the search space's, once known
+        self.migration: IsolatedIslands | MigrationPolicy = IsolatedIslands()
+        if self.is_worker_root:
+            self._join_islands(
+                island_displs,
+                island_counts,
+                migration_topology,
+                migration_prob,
+                emigration_propagator,
+                immigration_propagator,
+            )
+        self._load_checkpoint()
+
+    def _join_islands(
+        self,
+        island_displs: Any,
+        island_counts: Any,
+        migration_topology: Any,
+        migration_prob: float,
+        emigration_propagator: type[Propagator] | Propagator,
+        immigration_propagator: type[Propagator] | Propagator,
+    ) -> None:
+        """Worker roots: the island model's communicators, mailbox and progress counter, and migration."""
+        self._island = self.island_comm.Dup()
+        self._world = self.propulate_comm.Dup()
         # All of a worker's messages travel on one communicator, so one poll per generation takes them in.
         self._mail = Mailbox(self._world)
         self._progress = Progress(
@@ -304,7 +343,7 @@ class Propulator:
                 float(migration_prob),
                 emigration_propagator,
                 immigration_propagator,
-                pollination,
+                self.pollination,
                 self.rng,
             )
         else:
@@ -471,19 +510,39 @@ class Propulator:
 
     # ----------------------------------------------------------------------------------- checkpoint
 
-    def _begin_session(self) -> str | None:
-        """Resume from the checkpoint or start fresh; collective over the worker roots.
+    def _load_checkpoint(self) -> None:
+        """Take in the checkpoint, so that the population is there from construction on, as in 1.2.2.
+
+        Collective over all ranks of all workers: the worker roots plan the session
+        (:meth:`_plan_session`), and each worker's root hands its population and generation counter to its
+        other ranks. Raises :class:`~propulate.checkpoint.CheckpointError` on every rank if the checkpoint
+        cannot be used.
+        """
+        error = self._plan_session() if self.is_worker_root else None
+        if self._worker.size > 1:
+            error, members, self.generation = self._worker.bcast(
+                (error, self.population, self.generation) if self.is_worker_root else None, root=0
+            )
+            if not self.is_worker_root:
+                self._population = Population()
+                self._population.extend(members)
+        if error is not None:
+            raise CheckpointError(error)
+
+    def _plan_session(self) -> str | None:
+        """Read the checkpoint and take this worker's part of it; collective over the worker roots.
 
         The worker roots read the checkpoint's files, each a share; the first plans where everything goes
-        (:mod:`propulate.checkpoint.session`) and creates its file, which holds every worker's generation
-        counter, before any other worker starts; every worker then receives its island's population, its
+        (:mod:`propulate.checkpoint.session`); every worker then receives its island's population, its
         generation counter, its interrupted evaluations and (same layout) its RNG and propagator state.
-        Returns an error message, the same on every worker root, or ``None``.
+        Nothing is written but the merge of the checkpoint's files. Returns an error message, the same on
+        every worker root, or ``None``.
         """
         if isinstance(self.propagator, Propagator):
             self.propagator.bind(self.island_rank, self._island.size)
         space = _find_space(self.propagator)
         self._writer = None  # the last session's, closed
+        self._plan = None
         header: dict[str, Any] | None = None
         payloads: list[dict[str, Any]] | None = None
         try:
@@ -495,11 +554,7 @@ class Propulator:
             try:
                 plan = plan_session(self.checkpoint_path, read, space, self.island_counts, self.pollination)
                 header, payloads = {"session": plan.session, "limits": plan.limits}, plan.payloads
-                self._session = plan.session
-                if plan.limits is not None:
-                    space = SearchSpace.of(plan.limits)
-                    counter = int(plan.payloads[0]["counter"])
-                    self._open_writer(space, counter, plan.resume_table, plan.plan_table)
+                self._plan = plan
             except (CheckpointError, OSError, ValueError) as err:
                 header = {"error": f"{type(err).__name__}: {err}"}
         header = self._world.bcast(header, root=0)
@@ -509,6 +564,7 @@ class Propulator:
         payload = self._world.scatter(payloads, root=0)
         population = self._island.bcast(payload.pop("population"), root=0)
         self._session = int(header["session"])
+        self._limits = header["limits"]
         self._introduced = 0
         self.generation = self._generation_start = int(payload["counter"])
         self._requeue = list(payload["requeue"])
@@ -516,15 +572,6 @@ class Propulator:
             ind.current = self.island_rank
         self._population = Population()
         self._population.extend(population or [])
-        self._breeder = Breeder(
-            self.propagator,
-            self._population,
-            self.rng,
-            f"Island {self.island_idx}, worker {self.island_rank}",
-            loud=self.island_rank == 0,
-        )
-        self._breeder.expect(self._island_peers, time.monotonic())
-        self._started = 0
         self._learn_from(self._population)
         # The propagator learns the restored population first; a saved state then replaces what it
         # rebuilt from it (see Propagator.observe).
@@ -536,9 +583,50 @@ class Propulator:
                 self.propagator.load_state_dict(state["propagator"])
             self._owed_replacements = int(state["owed_replacements"])
             self._next_owner = int(state["next_owner"])
+        self._planned = True
+        return None
+
+    def _begin_session(self) -> str | None:
+        """Begin the planned session (planning one first unless construction did); collective over the roots.
+
+        The first worker root creates its file, which holds every worker's generation counter, before any
+        other worker starts; a fresh start (``resume=False``) first moves the earlier files aside. Returns an
+        error message, the same on every worker root, or ``None``.
+        """
+        if not self._planned:
+            error = self._plan_session()
+            if error is not None:
+                return error
+        self._planned = False
+        error = None
+        plan = self._plan
+        if plan is not None and plan.limits is not None:
+            try:
+                if plan.fresh:
+                    archive(self.checkpoint_path)
+                counter = int(plan.payloads[0]["counter"])
+                self._open_writer(SearchSpace.of(plan.limits), counter, plan.resume_table, plan.plan_table)
+            except (CheckpointError, OSError, ValueError) as err:
+                error = f"{type(err).__name__}: {err}"
+        elif plan is not None and plan.fresh:
+            archive(self.checkpoint_path)
+        error = self._world.bcast(error, root=0)
+        if error is not None:
+            return str(error)
+        # A later propulate() call on this object continues from what this session writes.
+        self._resume = True
+        self._breeder = Breeder(
+            self.propagator,
+            self._population,
+            self.rng,
+            f"Island {self.island_idx}, worker {self.island_rank}",
+            loud=self.island_rank == 0,
+        )
+        self._breeder.expect(self._island_peers, time.monotonic())
+        self._started = 0
         self._progress.begin(self._population)
-        if header["limits"] is not None and self._writer is None:
-            self._open_writer(SearchSpace.of(header["limits"]), self._generation_start)
+        if self._limits is not None and self._writer is None:
+            self._open_writer(SearchSpace.of(self._limits), self._generation_start)
         return None
 
     def _open_writer(

@@ -36,7 +36,7 @@ from .format import (
     uid_origin,
 )
 from .reader import Checkpoint, EmptyFileError, WriterInfo, load_checkpoint, read_file
-from .session import ResumePlan, SessionPlan, plan_resume, plan_session, read_shared
+from .session import ResumePlan, SessionPlan, archive, plan_resume, plan_session, read_shared
 from .writer import CheckpointWriter
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
     "ResumePlan",
     "SessionPlan",
     "WriterInfo",
+    "archive",
     "compact",
     "list_files",
     "load_checkpoint",

@@ -22,7 +22,7 @@ from .compaction import compact
 from .format import PLAN_DTYPE, RESUME_DTYPE, CheckpointError, Listing, list_files
 from .reader import Checkpoint, assemble, collect, read_outcome
 
-__all__ = ["ResumePlan", "SessionPlan", "plan_resume", "plan_session", "read_shared"]
+__all__ = ["ResumePlan", "SessionPlan", "archive", "plan_resume", "plan_session", "read_shared"]
 
 log = logging.getLogger("propulate")
 
@@ -82,6 +82,9 @@ class SessionPlan:
     plan_table : numpy.ndarray
         Every worker's generation counter (:data:`~.format.PLAN_DTYPE`), written by the first writer before
         any other writer starts.
+    fresh : bool
+        A fresh start was asked for: the earlier files are to be moved aside (:func:`archive`) when the
+        session begins.
     """
 
     session: int
@@ -89,6 +92,7 @@ class SessionPlan:
     payloads: list[dict[str, Any]]
     resume_table: np.ndarray | None
     plan_table: np.ndarray
+    fresh: bool = False
 
 
 def plan_session(
@@ -98,10 +102,11 @@ def plan_session(
     island_counts: Iterable[int],
     pollination: bool,
 ) -> SessionPlan:
-    """Resume from what :func:`read_shared` read (or set earlier files aside when it read nothing) and plan.
+    """Plan a session: a resume from what :func:`read_shared` read, or a fresh start when it read nothing.
 
     A resume first merges the checkpoint's files into one (:func:`~.compaction.compact`), so that each
-    session starts from one file plus its own.
+    session starts from one file plus its own. A fresh start writes nothing yet: the earlier files are moved
+    aside when the session begins (:attr:`SessionPlan.fresh`, :func:`archive`).
 
     Raises
     ------
@@ -131,7 +136,6 @@ def plan_session(
             log.info(f"Checkpoint: none in {directory}; starting a new run.")
         session = listing.next_session
     else:
-        _archive(directory)
         session = 0
     workers = [(island, rank) for island, size in enumerate(counts) for rank in range(size)]
     payloads = []
@@ -149,10 +153,10 @@ def plan_session(
         )
     resume_table = None if plan is None else plan.resume_table()
     limits = None if space is None else space.limits
-    return SessionPlan(session, limits, payloads, resume_table, plan_table)
+    return SessionPlan(session, limits, payloads, resume_table, plan_table, fresh=read is None)
 
 
-def _archive(directory: Path) -> None:
+def archive(directory: Path) -> None:
     """Start fresh as asked: move every earlier checkpoint file into a ``previous-<time>`` folder."""
     listing = list_files(directory)
     files = [*listing.paths, *listing.stale]

@@ -55,19 +55,20 @@ def loss(params, comm=MPI.COMM_SELF):
 
 
 rng = random.Random(7 + world.rank)
-islands = Islands(
-    loss,
-    get_default_propagator(4, limits, rng=rng),
-    rng,
-    generations=args.generations,
-    num_islands=args.num_islands,
-    migration_probability=0.5,
-    pollination=args.pollination,
-    checkpoint_path=args.checkpoint,
-    ranks_per_worker=args.ranks_per_worker,
-    resume=not args.fresh,
-)
 try:
+    # The checkpoint is read when the optimizer is built, as in Propulate 1.2.2.
+    islands = Islands(
+        loss,
+        get_default_propagator(4, limits, rng=rng),
+        rng,
+        generations=args.generations,
+        num_islands=args.num_islands,
+        migration_probability=0.5,
+        pollination=args.pollination,
+        checkpoint_path=args.checkpoint,
+        ranks_per_worker=args.ranks_per_worker,
+        resume=not args.fresh,
+    )
     islands.propulate(debug=0)
 except CheckpointError as err:
     print(f"rank {world.rank} refused: {err}", flush=True)
