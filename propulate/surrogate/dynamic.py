@@ -250,7 +250,8 @@ def _gaussian_process_fitter() -> Callable[[np.ndarray, np.ndarray], Any]:
         from threadpoolctl import threadpool_limits
     except ImportError as error:
         raise ImportError(
-            'DynamicSurrogate needs scikit-learn: pip install "propulate[surrogate]"'
+            "DynamicSurrogate needs scikit-learn for its Gaussian-process regression, an optional dependency "
+            'of propulate (Propulate 1.2.2 required GPy instead): pip install "propulate[surrogate]"'
         ) from error
 
     def fit(features: np.ndarray, targets: np.ndarray) -> Any:
