@@ -159,14 +159,16 @@ class Population:
 
         Pruned individuals are left out: their loss is an interim one, not comparable with a final loss.
         Active or not: an individual that emigrated is still the best this island found; of equal
-        individuals the active one is reported, then the earlier one. O(n + m log n) for the m best read
-        until ``k`` distinct ones are found: a heap is built in linear time instead of sorting everything.
+        individuals the active one is reported, then the one of lowest ``uid``, whatever the order in which
+        they arrived (so a population read back from the checkpoint reports the same). O(n + m log n) for
+        the m best read until ``k`` distinct ones are found: a heap is built in linear time instead of
+        sorting everything.
         """
         if k <= 0:
             return []
-        # The arrival index breaks ties, so that individuals themselves are never compared.
+        # The uid, then the arrival index, break ties, so that individuals themselves are never compared.
         order = [
-            (loss_order(ind), not ind.active, i, ind)
+            (loss_order(ind), not ind.active, ind.uid, i, ind)
             for i, ind in enumerate(self._members.values())
             if ind.status not in _UNUSABLE and ind.status is not Status.PRUNED
         ]
@@ -174,7 +176,7 @@ class Population:
         chosen: list[Individual] = []
         seen: set[tuple[object, ...]] = set()
         while order and len(chosen) < k:
-            loss, _, _, ind = heapq.heappop(order)
+            loss, _, _, _, ind = heapq.heappop(order)
             signature = (loss, *ind.values())
             if signature not in seen:
                 seen.add(signature)

@@ -430,9 +430,12 @@ class Propulator:
             self._serve()
         outcome = (self._abort, self._stop_reason)
         if self._worker.size > 1:
-            # Sub-ranks hold their worker's population too, so user code may read it on any rank.
-            members, outcome = bcast(
-                self._worker, (self.population, outcome) if self.is_worker_root else None, check
+            # Sub-ranks hold their worker's population and generation counter too, so user code may read
+            # them on any rank.
+            members, self.generation, outcome = bcast(
+                self._worker,
+                (self.population, self.generation, outcome) if self.is_worker_root else None,
+                check,
             )
             if not self.is_worker_root:
                 self._population = Population()
