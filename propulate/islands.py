@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from mpi4py import MPI
 
 from .individual import Individual
@@ -114,7 +115,10 @@ class Islands:
         check_probability("migration_probability", migration_probability)
         world = MPI.COMM_WORLD
         layout = build_layout(world, ranks_per_worker, num_islands, island_sizes)
-        num_islands = len(layout.island_counts)
+        asked, num_islands = num_islands, len(layout.island_counts)
+        # Fewer workers than islands (see build_layout): the islands that exist keep their entries.
+        if num_islands < asked and np.shape(migration_topology) == (asked, asked):
+            migration_topology = np.asarray(migration_topology)[:num_islands, :num_islands]
         topology = check_topology(migration_topology, num_islands)
         island_size = int(layout.island_counts[layout.island_index])
         if world.rank == 0:

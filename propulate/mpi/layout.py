@@ -13,6 +13,7 @@ SLURM's PMI, every process is an MPI job of its own and would run a search of it
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from collections.abc import Sequence
@@ -32,6 +33,8 @@ __all__ = [
     "known_node_size",
     "node_local_rank",
 ]
+
+log = logging.getLogger("propulate")
 
 # This rank's node-local rank in COMM_WORLD and the number of COMM_WORLD ranks on its node, recorded by
 # build_layout (collective, all ranks present) so that code running later inside a loss function (GPU
@@ -186,24 +189,22 @@ def island_sizes_for(num_workers: int, num_islands: int, island_sizes: Sequence[
     num_workers : int
         Total number of workers.
     num_islands : int >= 1
-        Number of islands (ignored when ``island_sizes`` is given).
+        Number of islands (ignored when ``island_sizes`` is given). More islands than workers give one
+        island per worker: Propulate 1.2.2 left the islands beyond the workers empty, so that a script
+        written for a cluster (e.g. a tutorial's default of 2 islands) also runs on one rank.
     island_sizes : sequence of int, optional
         Explicit sizes, each >= 1, summing to ``num_workers``. Default: sizes as equal as possible.
 
     Raises
     ------
     LayoutError
-        (a ``ValueError``) if the sizes do not add up, an island is empty, or there are more islands than
-        workers.
+        (a ``ValueError``) if ``num_islands`` is not a positive int, or explicit sizes do not add up or
+        leave an island empty.
     """
     if island_sizes is None:
         if isinstance(num_islands, bool) or not isinstance(num_islands, (int, np.integer)) or num_islands < 1:
             raise LayoutError(f"num_islands: expected an int >= 1, got {num_islands!r}")
-        if num_islands > num_workers:
-            raise LayoutError(
-                f"num_islands: {num_islands} islands need at least as many workers, "
-                f"but there are {num_workers}"
-            )
+        num_islands = min(int(num_islands), num_workers)
         return np.array([len(part) for part in np.array_split(np.arange(num_workers), num_islands)])
     sizes = np.asarray(island_sizes)
     if sizes.ndim != 1 or sizes.size == 0 or not np.issubdtype(sizes.dtype, np.integer):
@@ -251,6 +252,11 @@ def build_layout(
         _world_node_local_rank, _world_node_size = _node_placement(world)
     num_workers = world.size // ranks_per_worker
     counts = island_sizes_for(num_workers, num_islands, island_sizes)
+    if island_sizes is None and len(counts) < num_islands and world.rank == 0:
+        log.warning(
+            f"num_islands={num_islands}, but there are only {num_workers} worker(s): running "
+            f"{len(counts)} island(s), one per worker."
+        )
     displs = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(int)
     worker_index = world.rank // ranks_per_worker
     island_index = int(np.searchsorted(displs, worker_index, side="right") - 1)
