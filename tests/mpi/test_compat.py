@@ -1,0 +1,40 @@
+"""Propulate 1.2.2 scripts under mpiexec: the checkpoint at construction, ``_`` entries that travel.
+
+Each launch runs ``programs/compat_run.py``, which checks collectively on every rank (see its docstring).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8])
+def test_propulator_built_on_a_checkpoint_has_its_population(mpirun, ranks, tmp_path):
+    out = mpirun("compat_run.py", ranks, "--direct", "--checkpoint", str(tmp_path), timeout=180).stdout
+    assert "OK" in out
+
+
+@pytest.mark.parametrize("ranks", [4, 8])
+@pytest.mark.parametrize("pollination", [False, True], ids=["migrator", "pollinator"])
+def test_islands_built_on_a_checkpoint_have_their_populations(mpirun, ranks, pollination, tmp_path):
+    args = ["--num-islands", "2", *(["--pollination"] if pollination else [])]
+    out = mpirun("compat_run.py", ranks, *args, "--checkpoint", str(tmp_path), timeout=180).stdout
+    assert "OK" in out
+
+
+@pytest.mark.parametrize("ranks", [2, 8])
+def test_sub_ranks_of_multi_rank_workers_have_the_population_at_construction(mpirun, ranks, tmp_path):
+    args = ["--ranks-per-worker", "2", "--num-islands", str(ranks // 4 or 1)]
+    out = mpirun("compat_run.py", ranks, *args, "--checkpoint", str(tmp_path), timeout=180).stdout
+    assert "OK" in out
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_more_islands_than_workers_run_as_in_1_2_2(mpirun, ranks, tmp_path):
+    # A script written for a cluster (a tutorial's default of 2 islands and a topology made for them) on
+    # fewer workers than islands.
+    args = ["--num-islands", "3", "--topology", "--checkpoint", str(tmp_path)]
+    out = mpirun("compat_run.py", ranks, *args, timeout=180).stdout
+    assert "OK" in out and f"num_islands=3, but there are only {ranks} worker(s)" in out
