@@ -602,17 +602,17 @@ class Propulator:
                 return error
         self._planned = False
         error = None
-        plan = self._plan
-        if plan is not None and plan.limits is not None:
+        plan = self._plan  # on the first worker root
+        if plan is not None:
             try:
                 if plan.fresh:
                     archive(self.checkpoint_path)
-                counter = int(plan.payloads[0]["counter"])
-                self._open_writer(SearchSpace.of(plan.limits), counter, plan.resume_table, plan.plan_table)
+                if plan.limits is not None:
+                    counter = int(plan.payloads[0]["counter"])
+                    space = SearchSpace.of(plan.limits)
+                    self._open_writer(space, counter, plan.resume_table, plan.plan_table)
             except (CheckpointError, OSError, ValueError) as err:
                 error = f"{type(err).__name__}: {err}"
-        elif plan is not None and plan.fresh:
-            archive(self.checkpoint_path)
         error = self._world.bcast(error, root=0)
         if error is not None:
             return str(error)
