@@ -4,13 +4,14 @@ Rank 0 first writes a synthetic checkpoint as a long job would leave it: ``--wri
 ``--island-size``) that each evaluated ``--per-session`` individuals in each of ``--sessions`` sessions, one
 file per writer and session, each with its state snapshot, the first writer's with the session's plan —
 written by :class:`propulate.checkpoint.CheckpointWriter`, the code a run uses. Then every rank of the job
-(one island) resumes from it with ``Propulator.propulate()``, with a budget already spent, so that what is
-timed is the resume: listing and reading the files (shared among the worker roots), merging them into one,
-planning the new layout and handing every worker its part. A second resume, from the merged file, follows.
+(one island) resumes from it: it builds a ``Propulator`` on it (which reads the checkpoint, as 1.2.2 did) and
+calls ``propulate()`` with a budget already spent, so that what is timed is the resume: listing and reading
+the files (shared among the worker roots), merging them into one, planning the new layout, handing every
+worker its part and beginning the session. A second resume, from the merged file, follows.
 Rank 0 prints one JSON line:
 
 - ``files_before`` / ``files_after``: checkpoint files before and after the first resume;
-- ``resume_seconds``: the slowest rank's time in the first ``propulate()``;
+- ``resume_seconds``: the slowest rank's time to build the first ``Propulator`` and run ``propulate()``;
 - ``second_resume_seconds``: the same for the second;
 - ``serial_load_seconds``: :func:`propulate.load_checkpoint` of the original files on one process (what
   one rank alone would spend reading them), unless ``--no-serial``;
@@ -106,6 +107,8 @@ def resume(comm: MPI.Comm, directory: str, generations: int) -> tuple[float, int
     """Resume on every rank of ``comm`` (one island); return the slowest rank's seconds and the population."""
     function, limits = get_function_search_space("sphere")
     rng = random.Random(comm.rank)
+    comm.Barrier()
+    start = time.perf_counter()
     propulator = Propulator(
         function,
         get_default_propagator(8, limits, rng=rng),
@@ -115,8 +118,6 @@ def resume(comm: MPI.Comm, directory: str, generations: int) -> tuple[float, int
         generations=generations,
         checkpoint_path=directory,
     )
-    comm.Barrier()
-    start = time.perf_counter()
     propulator.propulate(debug=-1)
     seconds = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
     return seconds, len(propulator.population)
