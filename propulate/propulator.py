@@ -50,6 +50,7 @@ from .population import Population
 from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin
 from .space import SearchSpace
+from .surrogate import NullSurrogate
 from .validation import check_int, check_probability, check_seconds
 
 __all__ = ["Propulator"]
@@ -184,7 +185,9 @@ class Propulator:
     Construction is collective over all ranks of all workers: it takes in the checkpoint in
     ``checkpoint_path`` (unless ``resume`` is off), so that :attr:`population` and ``generation`` hold what
     the checkpoint holds from then on, as in Propulate 1.2.2, and :meth:`summarize` works without a run.
-    Nothing is written before :meth:`propulate` (see :doc:`/checkpointing`).
+    Nothing is written before :meth:`propulate` (see :doc:`/checkpointing`). What the surrogate factory or
+    the propagator's and surrogate's hooks raise on one rank meanwhile is raised on every rank: that rank's
+    exception there, :class:`propulate.errors.WorkerFailedError` naming it elsewhere.
 
     An exception on any rank outside the loss function (a propagator, a surrogate, the checkpoint writer)
     ends the run on every rank: the failing rank raises it, every other rank raises
@@ -250,7 +253,11 @@ class Propulator:
         self.propulate_comm = propulate_comm
         self.worker_sub_comm = worker_sub_comm
         self.surrogate_factory = surrogate_factory
-        self.surrogate = make_surrogate(surrogate_factory)
+        failure: Exception | None = None  # raised on every rank once all took part (see _load_checkpoint)
+        try:
+            self.surrogate = make_surrogate(surrogate_factory)
+        except Exception as err:
+            failure, self.surrogate = err, NullSurrogate()
         self._worker = worker_sub_comm.Dup()
         self.evaluator = Evaluator(
             loss_fn, worker_sub_comm, self._worker, accept_inf, failure_timeout, self.surrogate
@@ -298,7 +305,7 @@ class Propulator:
                 emigration_propagator,
                 immigration_propagator,
             )
-        self._load_checkpoint()
+        self._load_checkpoint(failure)
 
     def _join_islands(
         self,
@@ -513,15 +520,25 @@ class Propulator:
 
     # ----------------------------------------------------------------------------------- checkpoint
 
-    def _load_checkpoint(self) -> None:
+    def _load_checkpoint(self, failure: Exception | None) -> None:
         """Take in the checkpoint, so that the population is there from construction on, as in 1.2.2.
 
-        Collective over all ranks of all workers: the worker roots plan the session
-        (:meth:`_plan_session`), and each worker's root hands its population and generation counter to its
-        other ranks. Raises :class:`~propulate.checkpoint.CheckpointError` on every rank if the checkpoint
-        cannot be used.
+        Collective over all ranks of all workers: the worker roots read the checkpoint together
+        (:meth:`_read_plan`), each takes its part (:meth:`_take_plan`), and each worker's root hands its
+        population and generation counter to its other ranks. Taking a part runs the propagator's and the
+        surrogate's hooks: what they raise on one rank, or the surrogate factory's ``failure``, is raised on
+        every rank (:meth:`_agree`). Raises :class:`~propulate.checkpoint.CheckpointError` on every rank if
+        the checkpoint cannot be used.
         """
-        error = self._plan_session() if self.is_worker_root else None
+        error = None
+        if self.is_worker_root:
+            error, part = self._read_plan()
+            if error is None and failure is None:
+                try:
+                    self._take_plan(part)
+                except Exception as err:
+                    failure = err
+        self._agree(failure)
         if self._worker.size > 1:
             error, members, self.generation = self._worker.bcast(
                 (error, self.population, self.generation) if self.is_worker_root else None, root=0
@@ -532,17 +549,33 @@ class Propulator:
         if error is not None:
             raise CheckpointError(error)
 
-    def _plan_session(self) -> str | None:
-        """Read the checkpoint and take this worker's part of it; collective over the worker roots.
+    def _agree(self, failure: Exception | None) -> None:
+        """Raise on every rank if building this object failed on any; collective over all ranks.
+
+        The failing rank raises its own exception, every other rank
+        :class:`~propulate.errors.WorkerFailedError` naming it, instead of waiting for it in a collective.
+        """
+        report = None if failure is None else FailureReport.of(failure, "building the Propulator")
+        if self._worker.size > 1:
+            report = next((r for r in self._worker.allgather(report) if r is not None), None)
+        if self.is_worker_root:
+            report = next((r for r in self._world.allgather(report) if r is not None), None)
+        if self._worker.size > 1:
+            report = self._worker.bcast(report, root=0)
+        if failure is not None:
+            raise failure
+        if report is not None:
+            raise WorkerFailedError(report.describe())
+
+    def _read_plan(self) -> tuple[str | None, tuple[Any, ...]]:
+        """Read the checkpoint and receive this worker's part of the plan; collective over the worker roots.
 
         The worker roots read the checkpoint's files, each a share; the first plans where everything goes
-        (:mod:`propulate.checkpoint.session`); every worker then receives its island's population, its
-        generation counter, its interrupted evaluations and (same layout) its RNG and propagator state.
+        (:mod:`propulate.checkpoint.session`) and every worker receives its part: its island's population,
+        its generation counter, its interrupted evaluations and (same layout) its RNG and propagator state.
         Nothing is written but the merge of the checkpoint's files. Returns an error message, the same on
-        every worker root, or ``None``.
+        every worker root, or ``None``, and the part.
         """
-        if isinstance(self.propagator, Propagator):
-            self.propagator.bind(self.island_rank, self._island.size)
         space = _find_space(self.propagator)
         self._writer = None  # the last session's, closed
         self._plan = None
@@ -563,9 +596,20 @@ class Propulator:
         header = self._world.bcast(header, root=0)
         assert header is not None
         if "error" in header:
-            return str(header["error"])
+            return str(header["error"]), ()
         payload = self._world.scatter(payloads, root=0)
         population = self._island.bcast(payload.pop("population"), root=0)
+        return None, (header, payload, population)
+
+    def _take_plan(self, part: tuple[Any, ...]) -> None:
+        """Take this worker's part of the planned session (see :meth:`_read_plan`); this rank only.
+
+        Calls the propagator's :meth:`~propulate.propagators.Propagator.bind`, ``observe`` and
+        ``load_state_dict`` and the surrogate's ``merge``, so it may raise what they raise.
+        """
+        header, payload, population = part
+        if isinstance(self.propagator, Propagator):
+            self.propagator.bind(self.island_rank, self._island.size)
         self._session = int(header["session"])
         self._limits = header["limits"]
         self._introduced = 0
@@ -587,7 +631,6 @@ class Propulator:
             self._owed_replacements = int(state["owed_replacements"])
             self._next_owner = int(state["next_owner"])
         self._planned = True
-        return None
 
     def _begin_session(self) -> str | None:
         """Begin the planned session (planning one first unless construction did); collective over the roots.
@@ -597,9 +640,10 @@ class Propulator:
         error message, the same on every worker root, or ``None``.
         """
         if not self._planned:
-            error = self._plan_session()
+            error, part = self._read_plan()
             if error is not None:
                 return error
+            self._take_plan(part)
         self._planned = False
         error = None
         plan = self._plan  # on the first worker root
