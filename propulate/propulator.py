@@ -27,22 +27,13 @@ import numpy as np
 from mpi4py import MPI
 
 from .breeding import MAX_WAIT, Breeder
-from .checkpoint import (
-    CheckpointError,
-    CheckpointWriter,
-    Record,
-    SessionPlan,
-    archive,
-    make_uid,
-    plan_session,
-    read_shared,
-)
+from .checkpoint import CheckpointError, CheckpointWriter, Record, SessionPlan, archive, make_uid, share_plan
 from .errors import RunAbortedError, WorkerFailedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
 from .individual import Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
-from .mpi.alarm import Alarm, FailureReport, threads_may_poll
+from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
@@ -527,8 +518,8 @@ class Propulator:
         (:meth:`_read_plan`), each takes its part (:meth:`_take_plan`), and each worker's root hands its
         population and generation counter to its other ranks. Taking a part runs the propagator's and the
         surrogate's hooks: what they raise on one rank, or the surrogate factory's ``failure``, is raised on
-        every rank (:meth:`_agree`). Raises :class:`~propulate.checkpoint.CheckpointError` on every rank if
-        the checkpoint cannot be used.
+        every rank (:func:`~propulate.mpi.alarm.agree`). Raises
+        :class:`~propulate.checkpoint.CheckpointError` on every rank if the checkpoint cannot be used.
         """
         error = None
         if self.is_worker_root:
@@ -538,7 +529,7 @@ class Propulator:
                     self._take_plan(part)
                 except Exception as err:
                     failure = err
-        self._agree(failure)
+        agree(failure, self._worker, self._world if self.is_worker_root else None, "building the Propulator")
         if self._worker.size > 1:
             error, members, self.generation = self._worker.bcast(
                 (error, self.population, self.generation) if self.is_worker_root else None, root=0
@@ -549,81 +540,45 @@ class Propulator:
         if error is not None:
             raise CheckpointError(error)
 
-    def _agree(self, failure: Exception | None) -> None:
-        """Raise on every rank if building this object failed on any; collective over all ranks.
-
-        The failing rank raises its own exception, every other rank
-        :class:`~propulate.errors.WorkerFailedError` naming it, instead of waiting for it in a collective.
-        """
-        report = None if failure is None else FailureReport.of(failure, "building the Propulator")
-        if self._worker.size > 1:
-            report = next((r for r in self._worker.allgather(report) if r is not None), None)
-        if self.is_worker_root:
-            report = next((r for r in self._world.allgather(report) if r is not None), None)
-        if self._worker.size > 1:
-            report = self._worker.bcast(report, root=0)
-        if failure is not None:
-            raise failure
-        if report is not None:
-            raise WorkerFailedError(report.describe())
-
-    def _read_plan(self) -> tuple[str | None, tuple[Any, ...]]:
+    def _read_plan(self) -> tuple[str | None, dict[str, Any]]:
         """Read the checkpoint and receive this worker's part of the plan; collective over the worker roots.
 
-        The worker roots read the checkpoint's files, each a share; the first plans where everything goes
-        (:mod:`propulate.checkpoint.session`) and every worker receives its part: its island's population,
-        its generation counter, its interrupted evaluations and (same layout) its RNG and propagator state.
-        Nothing is written but the merge of the checkpoint's files. Returns an error message, the same on
-        every worker root, or ``None``, and the part.
+        See :func:`~propulate.checkpoint.share_plan`; returns its error message and part.
         """
-        space = _find_space(self.propagator)
         self._writer = None  # the last session's, closed
-        self._plan = None
-        header: dict[str, Any] | None = None
-        payloads: list[dict[str, Any]] | None = None
-        try:
-            # Every worker root reads its share; only the first raises, once all have taken part.
-            read = read_shared(self._world, self.checkpoint_path, self._resume)
-        except CheckpointError as err:
-            header = {"error": f"{type(err).__name__}: {err}"}
-        if self._world.rank == 0 and header is None:
-            try:
-                plan = plan_session(self.checkpoint_path, read, space, self.island_counts, self.pollination)
-                header, payloads = {"session": plan.session, "limits": plan.limits}, plan.payloads
-                self._plan = plan
-            except (CheckpointError, OSError, ValueError) as err:
-                header = {"error": f"{type(err).__name__}: {err}"}
-        header = self._world.bcast(header, root=0)
-        assert header is not None
-        if "error" in header:
-            return str(header["error"]), ()
-        payload = self._world.scatter(payloads, root=0)
-        population = self._island.bcast(payload.pop("population"), root=0)
-        return None, (header, payload, population)
+        error, self._plan, part = share_plan(
+            self._world,
+            self._island,
+            self.checkpoint_path,
+            self._resume,
+            _find_space(self.propagator),
+            self.island_counts,
+            self.pollination,
+        )
+        return error, part
 
-    def _take_plan(self, part: tuple[Any, ...]) -> None:
+    def _take_plan(self, part: dict[str, Any]) -> None:
         """Take this worker's part of the planned session (see :meth:`_read_plan`); this rank only.
 
         Calls the propagator's :meth:`~propulate.propagators.Propagator.bind`, ``observe`` and
         ``load_state_dict`` and the surrogate's ``merge``, so it may raise what they raise.
         """
-        header, payload, population = part
         if isinstance(self.propagator, Propagator):
             self.propagator.bind(self.island_rank, self._island.size)
-        self._session = int(header["session"])
-        self._limits = header["limits"]
+        self._session = int(part["session"])
+        self._limits = part["limits"]
         self._introduced = 0
-        self.generation = self._generation_start = int(payload["counter"])
-        self._requeue = list(payload["requeue"])
+        self.generation = self._generation_start = int(part["counter"])
+        self._requeue = list(part["requeue"])
         for ind in self._requeue:
             ind.current = self.island_rank
         self._population = Population()
-        self._population.extend(population or [])
+        self._population.extend(part["population"])
         self._learn_from(self._population)
         # The propagator learns the restored population first; a saved state then replaces what it
         # rebuilt from it (see Propagator.observe).
         self._observe(self._population)
-        state = payload["state"]
+        state = part["state"]
         if state is not None:
             self.rng.setstate(state["rng"])
             if isinstance(self.propagator, Propagator):

@@ -36,7 +36,7 @@ from .format import (
     uid_origin,
 )
 from .reader import Checkpoint, EmptyFileError, WriterInfo, load_checkpoint, read_file
-from .session import ResumePlan, SessionPlan, archive, plan_resume, plan_session, read_shared
+from .session import ResumePlan, SessionPlan, archive, plan_resume, plan_session, read_shared, share_plan
 from .writer import CheckpointWriter
 
 __all__ = [
@@ -62,5 +62,6 @@ __all__ = [
     "read_file",
     "read_shared",
     "record_dtype",
+    "share_plan",
     "uid_origin",
 ]

@@ -22,7 +22,7 @@ from .compaction import compact
 from .format import PLAN_DTYPE, RESUME_DTYPE, CheckpointError, Listing, list_files
 from .reader import Checkpoint, assemble, collect, read_outcome
 
-__all__ = ["ResumePlan", "SessionPlan", "archive", "plan_resume", "plan_session", "read_shared"]
+__all__ = ["ResumePlan", "SessionPlan", "archive", "plan_resume", "plan_session", "read_shared", "share_plan"]
 
 log = logging.getLogger("propulate")
 
@@ -154,6 +154,54 @@ def plan_session(
     resume_table = None if plan is None else plan.resume_table()
     limits = None if space is None else space.limits
     return SessionPlan(session, limits, payloads, resume_table, plan_table, fresh=read is None)
+
+
+def share_plan(
+    roots: Any,
+    island: Any,
+    directory: Path,
+    resume: bool,
+    space: SearchSpace | None,
+    island_counts: Iterable[int],
+    pollination: bool,
+) -> tuple[str | None, SessionPlan | None, dict[str, Any]]:
+    """Read the checkpoint and hand every worker root its part of the plan; collective over ``roots``.
+
+    ``roots`` holds the worker roots, ``island`` those of this worker's island. The roots read the files,
+    each a share (:func:`read_shared`); the first plans the session (:func:`plan_session`), and every root
+    receives its part. Nothing is written but the merge of the files.
+
+    Returns
+    -------
+    error : str or None
+        Why the checkpoint cannot be used, the same on every root; ``None`` if it can.
+    plan : SessionPlan or None
+        The plan, on the first root; ``None`` elsewhere.
+    part : dict
+        This root's part: ``session``, ``limits``, and of its :attr:`SessionPlan.payloads` entry ``counter``,
+        ``requeue``, ``state`` and its island's ``population``. Empty after an error.
+    """
+    plan = None
+    header: dict[str, Any] | None = None
+    payloads: list[dict[str, Any]] | None = None
+    try:
+        # Every root reads its share; only the first raises, once all have taken part.
+        read = read_shared(roots, directory, resume)
+    except CheckpointError as err:
+        header = {"error": f"{type(err).__name__}: {err}"}
+    if roots.rank == 0 and header is None:
+        try:
+            plan = plan_session(directory, read, space, island_counts, pollination)
+            header, payloads = {"session": plan.session, "limits": plan.limits}, plan.payloads
+        except (CheckpointError, OSError, ValueError) as err:
+            header = {"error": f"{type(err).__name__}: {err}"}
+    header = roots.bcast(header, root=0)
+    assert header is not None
+    if "error" in header:
+        return str(header["error"]), plan, {}
+    part = {**header, **roots.scatter(payloads, root=0)}
+    part["population"] = island.bcast(part["population"], root=0) or []
+    return None, plan, part
 
 
 def archive(directory: Path) -> None:

@@ -20,6 +20,9 @@ naming the failing rank, its host and its traceback.
 
 Notices are sent with ``Isend`` (small, so they leave at once) and need MPI's ``MPI_THREAD_MULTIPLE``, which
 mpi4py asks for by default; with a lower thread level only the main thread polls, between evaluations.
+
+Outside a run, where every rank is in the same collective step anyway (building a
+:class:`~propulate.Propulator`), :func:`agree` shares a failure at one point instead.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from mpi4py import MPI
 from ..errors import WorkerFailedError
 from ..lifecycle import StopConditions
 
-__all__ = ["Alarm", "FailureReport", "threads_may_poll"]
+__all__ = ["Alarm", "FailureReport", "agree", "threads_may_poll"]
 
 
 class Notice(IntEnum):
@@ -80,6 +83,37 @@ class FailureReport:
     def describe(self) -> str:
         """One paragraph for the error message of the other ranks."""
         return f"rank {self.rank} on {self.host} failed in {self.where}:\n{self.error}"
+
+
+def agree(failure: Exception | None, worker: MPI.Comm, roots: MPI.Comm | None, where: str) -> None:
+    """Raise on every rank if ``failure`` happened on any; collective over all ranks of all workers.
+
+    For steps that every rank takes together, outside a run: the failing rank raises ``failure``, every
+    other rank :class:`~propulate.errors.WorkerFailedError` naming it, instead of waiting for it in the next
+    collective operation.
+
+    Parameters
+    ----------
+    failure : Exception or None
+        What this rank raised in the step, if anything.
+    worker : MPI.Comm
+        This rank's worker.
+    roots : MPI.Comm or None
+        The worker roots, on a worker's root; ``None`` on its other ranks.
+    where : str
+        The step, for the others' error message (e.g. ``"building the Propulator"``).
+    """
+    report = None if failure is None else FailureReport.of(failure, where)
+    if worker.size > 1:
+        report = next((r for r in worker.allgather(report) if r is not None), None)
+    if roots is not None:
+        report = next((r for r in roots.allgather(report) if r is not None), None)
+    if worker.size > 1:
+        report = worker.bcast(report, root=0)
+    if failure is not None:
+        raise failure
+    if report is not None:
+        raise WorkerFailedError(report.describe())
 
 
 def threads_may_poll() -> bool:
