@@ -92,7 +92,8 @@ class Individual(Mapping[str, Any]):
         What the evaluating worker's surrogate learned from this evaluation (JSON-serializable, see
         :meth:`propulate.surrogate.Surrogate.data`); ``None`` without a surrogate.
     extras : Mapping[str, object]
-        The ``_``-prefixed entries (see above), by key; read-only.
+        The ``_``-prefixed entries (see above), by key; a read-only view (assigning a mapping replaces them
+        all).
     mapping : dict[str, object]
         Propulate 1.2.2's view of the individual: the parameter values followed by the ``_``-prefixed
         entries, as a new dict (changing it changes nothing).
@@ -196,6 +197,13 @@ class Individual(Mapping[str, Any]):
     def extras(self) -> Mapping[str, Any]:
         """The ``_``-prefixed entries by key, read-only (set them with ``ind["_key"] = value``)."""
         return MappingProxyType(self._extras or {})
+
+    @extras.setter
+    def extras(self, entries: Mapping[str, Any] | None) -> None:
+        unkeyed = [key for key in entries or {} if not (isinstance(key, str) and key.startswith("_"))]
+        if unkeyed:
+            raise KeyError(f"extras: keys must start with '_', got {unkeyed}")
+        self._extras = dict(entries) if entries else None
 
     @property
     def mapping(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ Version 1 files (one state row per flush in ``states``, no ``plan``) are still r
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import math
 import pickle
@@ -272,7 +273,7 @@ def entry(kind: Record, ind: Individual, home: int, start: float, pending: bool 
         ind.migration_history,
         0 if pending else ind.steps,
         None if pending else ind.surrogate_data,
-        ind._extras or None,
+        dict(ind.extras) or None,
     )
 
 
@@ -292,9 +293,12 @@ def encode_extras(extras: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode_extras(fields: dict[str, Any]) -> dict[str, Any] | None:
-    """Return the ``_``-prefixed entries that :func:`encode_extras` stored in ``fields``, or ``None``."""
+    """Return the ``_``-prefixed entries that :func:`encode_extras` stored in ``fields``, or ``None``.
+
+    A new object each time: readers share one parsed ``fields`` among rows whose bytes are equal.
+    """
     if "data" in fields:
-        return dict(fields["data"])
+        return copy.deepcopy(fields["data"])
     if "data_pickle" in fields:
         return dict(pickle.loads(base64.b64decode(fields["data_pickle"])))
     return None

@@ -254,3 +254,22 @@ def test_more_islands_than_workers_give_one_island_per_worker() -> None:
     assert island_sizes_for(5, 2, None).tolist() == [3, 2]
     with pytest.raises(LayoutError, match="island_sizes"):
         island_sizes_for(2, 2, [2, 0])
+
+
+def test_entries_read_back_are_not_shared_between_individuals() -> None:
+    fields = encode_extras({"_epochs": [1, 2]})  # readers parse equal rows once
+    first, second = decode_extras(fields), decode_extras(fields)
+    assert first is not None and second is not None
+    first["_epochs"].append(3)
+    assert second["_epochs"] == [1, 2]
+
+
+def test_assigning_entries_replaces_them_and_checks_their_keys() -> None:
+    ind = Individual(VALUES, LIMITS)
+    ind["_old"] = 1
+    ind.extras = {"_new": 2}
+    assert dict(ind.extras) == {"_new": 2} and "_old" not in ind
+    with pytest.raises(KeyError, match="must start with '_'"):
+        ind.extras = {"float1": 0.5}
+    ind.extras = None
+    assert ind.extras == {} and ind.mapping == VALUES
