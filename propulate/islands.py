@@ -45,7 +45,9 @@ class Islands:
     generations : int >= -1
         Evaluations per worker; ``-1`` runs until stopped.
     num_islands : int >= 1
-        Number of islands (ignored when ``island_sizes`` is given).
+        Number of islands (ignored when ``island_sizes`` is given). More than there are workers give one
+        island per worker, with a warning, so that a script written for a cluster also runs on one rank;
+        a ``migration_topology`` given for ``num_islands`` islands then keeps the entries of those that exist.
     island_sizes : array_like of int, optional
         Workers per island, summing to the number of workers. Default: as equal as possible.
     migration_topology : array_like of int, optional
