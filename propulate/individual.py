@@ -219,7 +219,7 @@ class Individual(Mapping[str, Any]):
         p = self.space.index.get(key)
         if p is not None:
             return self.space.decode_one(self.position, p)
-        if isinstance(key, str) and key.startswith("_") and self._extras and key in self._extras:
+        if self._extras and key in self._extras:  # only ever '_' keys
             return self._extras[key]
         raise KeyError(self._unknown(key))
 
@@ -237,7 +237,7 @@ class Individual(Mapping[str, Any]):
     def __delitem__(self, key: str) -> None:
         if key in self.space.index:
             raise KeyError(f"{key!r} is a parameter of the search space; only '_' entries can be deleted")
-        if not (isinstance(key, str) and key.startswith("_") and self._extras and key in self._extras):
+        if not (self._extras and key in self._extras):
             raise KeyError(self._unknown(key))
         del self._extras[key]
         if not self._extras:
@@ -294,7 +294,9 @@ class Individual(Mapping[str, Any]):
 
     def copy(self) -> Individual:
         """Return a copy carrying everything, the loss and the provenance included."""
-        return _restore(self.space, *self.packed())
+        twin = _restore(self.space, *self.packed())
+        twin._extras = copy.deepcopy(self._extras)  # the values too: unpickled ones are new already
+        return twin
 
     def packed(self) -> tuple[Any, ...]:
         """Everything but the search space, as plain values (the arrays as raw float64 bytes).
@@ -393,7 +395,7 @@ def _restore(
     ind.uid = uid
     ind.steps = steps
     ind.surrogate_data = surrogate_data
-    ind._extras = None if extras is None else copy.deepcopy(extras)
+    ind._extras = None if extras is None else dict(extras)  # values fresh from unpickling; copy() deep-copies
     if attributes:
         ind.__dict__.update(attributes)
     return ind

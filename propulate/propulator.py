@@ -428,17 +428,22 @@ class Propulator:
             self._serve()
         outcome = (self._abort, self._stop_reason)
         if self._worker.size > 1:
-            # Sub-ranks hold their worker's population and generation counter too, so user code may read
-            # them on any rank.
-            members, self.generation, outcome = bcast(
-                self._worker,
-                (self.population, self.generation, outcome) if self.is_worker_root else None,
-                check,
-            )
-            if not self.is_worker_root:
-                self._population = Population()
-                self._population.extend(members)
+            outcome = self._share_with_sub_ranks(outcome, lambda obj: bcast(self._worker, obj, check))
         return outcome
+
+    def _share_with_sub_ranks(self, extra: Any, broadcast: Callable[[Any], Any]) -> Any:
+        """Give the worker's other ranks its population and generation counter, and the root's ``extra``.
+
+        Sub-ranks hold them too, so user code may read them on any rank. Collective over the worker with
+        ``broadcast`` (from its root); returns the root's ``extra`` on every rank.
+        """
+        members, self.generation, extra = broadcast(
+            (self.population, self.generation, extra) if self.is_worker_root else None
+        )
+        if not self.is_worker_root:
+            self._population = Population()
+            self._population.extend(members)
+        return extra
 
     def _fail(self, err: BaseException) -> None:
         """Give up on this rank: tell every rank (unless another failed first) and close the checkpoint."""
@@ -531,12 +536,7 @@ class Propulator:
                     failure = err
         agree(failure, self._worker, self._world if self.is_worker_root else None, "building the Propulator")
         if self._worker.size > 1:
-            error, members, self.generation = self._worker.bcast(
-                (error, self.population, self.generation) if self.is_worker_root else None, root=0
-            )
-            if not self.is_worker_root:
-                self._population = Population()
-                self._population.extend(members)
+            error = self._share_with_sub_ranks(error, lambda obj: self._worker.bcast(obj, root=0))
         if error is not None:
             raise CheckpointError(error)
 
