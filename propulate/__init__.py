@@ -14,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .individual import Individual, Status
+from .parameters import Categorical, Float, Integer
 from .surrogate import Surrogate
 
 if TYPE_CHECKING:
@@ -31,7 +32,10 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
+    "Categorical",
+    "Float",
     "Individual",
+    "Integer",
     "Islands",
     "Migrator",
     "Pollinator",
@@ -63,12 +67,14 @@ _SUBMODULES = frozenset(
         "errors",
         "islands",
         "migrator",
+        "parameters",
         "plotting",
         "pollinator",
         "population",
         "propagators",
         "propulator",
         "results",
+        "run_results",
         "space",
         "surrogate",
         "utils",

@@ -205,7 +205,8 @@ def _space_of_json(config: str) -> tuple[dict[str, Any], SearchSpace]:
     The configuration returned is shared by every caller with the same attribute: not to be changed.
     """
     parsed = json.loads(config)
-    return parsed, SearchSpace.of({k: tuple(v) for k, v in parsed["limits"].items()})
+    limits = {k: v if isinstance(v, dict) else tuple(v) for k, v in parsed["limits"].items()}
+    return parsed, SearchSpace.of(limits)
 
 
 def _snapshots(handle: h5py.File, blobs: np.ndarray) -> list[tuple[int, bytes]]:

@@ -156,8 +156,9 @@ class IntervalMutationNormal(Stochastic):
         child = inds[0].child()
         if self.rng.random() < self.probability:
             for p in _draw(self.rng, self.floats, self.points):
-                step = self.rng.gauss(0.0, self.sigma_factor * (p.high - p.low))
-                child.position[p.offset] = min(max(child.position[p.offset] + step, p.low), p.high)
+                # In the embedding: on a log scale a step of the logarithm, inside [ln low, ln high].
+                step = self.rng.gauss(0.0, self.sigma_factor * (p.upper - p.lower))
+                child.position[p.offset] = min(max(child.position[p.offset] + step, p.lower), p.upper)
         return [child]
 
 
