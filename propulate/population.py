@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from .individual import Individual, Status, loss_order
 
-__all__ = ["Population"]
+__all__ = ["Population", "distinct_best"]
 
 # Individuals without a usable loss: kept and counted, never bred from, selected or summarized.
 _UNUSABLE = (Status.FAILED, Status.INTERRUPTED)
@@ -157,31 +157,39 @@ class Population:
     def distinct_best(self, k: int) -> list[Individual]:
         """Return up to ``k`` individuals of lowest loss with pairwise different parameters or loss.
 
-        Pruned individuals are left out: their loss is an interim one, not comparable with a final loss.
-        Active or not: an individual that emigrated is still the best this island found; of equal
-        individuals the active one is reported, then the one of lowest ``uid``, whatever the order in which
-        they arrived (so a population read back from the checkpoint reports the same). O(n + m log n) for
-        the m best read until ``k`` distinct ones are found: a heap is built in linear time instead of
-        sorting everything.
+        See :func:`distinct_best`; over every member, in arrival order.
         """
-        if k <= 0:
-            return []
-        # The uid, then the arrival index, break ties, so that individuals themselves are never compared.
-        order = [
-            (loss_order(ind), not ind.active, ind.uid, i, ind)
-            for i, ind in enumerate(self._members.values())
-            if ind.status not in _UNUSABLE and ind.status is not Status.PRUNED
-        ]
-        heapq.heapify(order)
-        chosen: list[Individual] = []
-        seen: set[tuple[object, ...]] = set()
-        while order and len(chosen) < k:
-            loss, _, _, _, ind = heapq.heappop(order)
-            signature = (loss, *ind.values())
-            if signature not in seen:
-                seen.add(signature)
-                chosen.append(ind)
-        return chosen
+        return distinct_best(self._members.values(), k)
+
+
+def distinct_best(individuals: Iterable[Individual], k: int) -> list[Individual]:
+    """Return up to ``k`` of ``individuals`` of lowest loss with pairwise different parameters or loss.
+
+    Pruned individuals are left out: their loss is an interim one, not comparable with a final loss.
+    Active or not: an individual that emigrated is still the best its island found; of equal individuals
+    the active one is reported, then the one of lowest ``uid``, whatever the order in which they arrived
+    (so a population read back from the checkpoint reports the same, and merging the lists of several
+    islands gives what one list of all their individuals would). O(n + m log n) for the m best read until
+    ``k`` distinct ones are found: a heap is built in linear time instead of sorting everything.
+    """
+    if k <= 0:
+        return []
+    # The uid, then the position, break ties, so that individuals themselves are never compared.
+    order = [
+        (loss_order(ind), not ind.active, ind.uid, i, ind)
+        for i, ind in enumerate(individuals)
+        if ind.status not in _UNUSABLE and ind.status is not Status.PRUNED
+    ]
+    heapq.heapify(order)
+    chosen: list[Individual] = []
+    seen: set[tuple[object, ...]] = set()
+    while order and len(chosen) < k:
+        loss, _, _, _, ind = heapq.heappop(order)
+        signature = (loss, *ind.values())
+        if signature not in seen:
+            seen.add(signature)
+            chosen.append(ind)
+    return chosen
 
 
 def _first(

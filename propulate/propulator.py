@@ -34,12 +34,13 @@ from .individual import Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
-from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain
+from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
 from .population import Population
 from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin
+from .run_results import NoResultError, RunResults, gather_results
 from .space import SearchSpace
 from .surrogate import NullSurrogate
 from .validation import check_int, check_probability, check_seconds
@@ -268,6 +269,7 @@ class Propulator:
         self._last_snapshot = -math.inf
         self._stop_reason: str | None = None  # why this worker stops before its generations are done
         self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
+        self._results: RunResults | None = None  # the run's best, on every rank after propulate()
         self._misconfigured = ""  # the error of the last evaluation if a PropulateError: the setup is wrong
         self._stop_conditions = StopConditions(
             self._interruptible, self.grace_period, time_limit, self._tell_worker_of_signal
@@ -424,12 +426,15 @@ class Propulator:
             raise CheckpointError(error)
         if self.is_worker_root:
             self._work(logging_interval, debug)
+            members = self.population if self.island_rank == 0 else None
+            self._results = gather_results(members, self._world, lambda request: wait(request, check))
         else:
             self._serve()
-        outcome = (self._abort, self._stop_reason)
+        outcome = (self._abort, self._stop_reason, self._results)
         if self._worker.size > 1:
             outcome = self._share_with_sub_ranks(outcome, lambda obj: bcast(self._worker, obj, check))
-        return outcome
+        self._results = outcome[2]
+        return outcome[:2]
 
     def _share_with_sub_ranks(self, extra: Any, broadcast: Callable[[Any], Any]) -> Any:
         """Give the worker's other ranks its population and generation counter, and the root's ``extra``.
@@ -641,7 +646,7 @@ class Propulator:
         from . import __version__
 
         config = {
-            "limits": {name: list(bounds) for name, bounds in space.limits.items()},
+            "limits": space.to_json(),
             "fingerprint": space.fingerprint,
             "island_counts": self.island_counts.tolist(),
             "ranks_per_worker": self._worker_size,
@@ -1031,6 +1036,59 @@ class Propulator:
                 "individual "
                 "to replace and were added without replacement."
             )
+
+    # --------------------------------------------------------------------------------------- results
+
+    @property
+    def best(self) -> Individual:
+        """The individual of lowest loss of the whole run, all islands; on every rank after ``propulate()``.
+
+        A copy: its parameters (``best.params()`` or ``best["lr"]``), ``best.loss``, ``best.metrics``, and
+        where it was evaluated (``island``, ``rank``, ``generation``). Pruned individuals (an interim loss)
+        and failed ones are never the best.
+
+        Raises
+        ------
+        propulate.run_results.NoResultError
+            (a ``RuntimeError``) before ``propulate()`` returned, or if no evaluation of the run completed.
+        """
+        return self._run_results().best
+
+    @property
+    def best_params(self) -> dict[str, Any]:
+        """The parameters of :attr:`best`, as the loss function received them; see :attr:`best`."""
+        return self._run_results().best.params()
+
+    @property
+    def best_loss(self) -> float:
+        """The loss of :attr:`best`; see :attr:`best`."""
+        return float(self._run_results().best.loss)
+
+    def top(self, n: int = 5) -> list[Individual]:
+        """Return the ``n`` best distinct individuals of the whole run, all islands, best first.
+
+        Available on every rank after ``propulate()``, without communication (see
+        :mod:`propulate.run_results`). Distinct: no two have the same parameters and loss (a migrant and its
+        copies count once). :meth:`summarize` gives the best of each worker instead, as in Propulate 1.2.2.
+
+        Parameters
+        ----------
+        n : int in [1, 100]
+            How many; fewer when the run has fewer distinct completed individuals.
+
+        Raises
+        ------
+        ValueError
+            If ``n`` is out of range (for more, :func:`propulate.results.load_dataframe` reads them all).
+        propulate.run_results.NoResultError
+            Before ``propulate()`` returned.
+        """
+        return self._run_results().top(n)
+
+    def _run_results(self) -> RunResults:
+        if self._results is None:
+            raise NoResultError("the results of the run are known once propulate() has returned")
+        return self._results
 
     # --------------------------------------------------------------------------------------- summary
 

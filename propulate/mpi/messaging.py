@@ -32,7 +32,7 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "abandon", "bcast", "drain"]
+__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "abandon", "bcast", "drain", "wait"]
 
 # Give the processor to another runnable process, if there is one (not available on every platform).
 _yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
@@ -349,6 +349,11 @@ def bcast(comm: MPI.Comm, obj: Any, check: Callable[[], None], root: int = 0) ->
     payload = bytearray(int.from_bytes(header, "little"))
     _wait(comm.Ibcast([payload, MPI.BYTE], root=root), check, payload)
     return pickle.loads(payload)
+
+
+def wait(request: MPI.Request, check: Callable[[], None]) -> None:
+    """Wait for ``request`` without blocking in MPI, calling ``check`` meanwhile (see :func:`bcast`)."""
+    _wait(request, check, None)
 
 
 def _wait(request: MPI.Request, check: Callable[[], None], buffer: Any) -> None:
