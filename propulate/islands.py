@@ -161,6 +161,25 @@ class Islands:
         """Run the optimization on every rank (see :meth:`Propulator.propulate`)."""
         self.propulator.propulate(logging_interval, debug)
 
+    @property
+    def best(self) -> Individual:
+        """The best individual of the run, on every rank after ``propulate()`` (:attr:`Propulator.best`)."""
+        return self.propulator.best
+
+    @property
+    def best_params(self) -> dict[str, Any]:
+        """The parameters of :attr:`best` (:attr:`Propulator.best_params`)."""
+        return self.propulator.best_params
+
+    @property
+    def best_loss(self) -> float:
+        """The loss of :attr:`best` (:attr:`Propulator.best_loss`)."""
+        return self.propulator.best_loss
+
+    def top(self, n: int = 5) -> list[Individual]:
+        """Return the ``n`` best distinct individuals of the whole run (:meth:`Propulator.top`)."""
+        return self.propulator.top(n)
+
     def summarize(self, top_n: int = 3, debug: int = 1) -> list[list[Individual]]:
         """Log and return the best ``top_n`` individuals of each worker (see :meth:`Propulator.summarize`)."""
         return self.propulator.summarize(top_n, debug)
