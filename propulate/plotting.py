@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -224,12 +224,29 @@ def plot_timeline(frame: pd.DataFrame) -> Figure:
     return fig
 
 
+def _category_codes(values: pd.Series, domain: Any) -> tuple[np.ndarray, list[Any]]:
+    """Return the category index of each value (float) and the categories, in the order of the choices."""
+    if values.dtype.name == "category":
+        return values.cat.codes.to_numpy().astype(np.float64), list(values.cat.categories)
+    if isinstance(domain, dict) and "choices" in domain:
+        choices = list(domain["choices"])
+    else:  # no search space known: the order of first appearance
+        choices = list(dict.fromkeys((type(v), v) for v in values))
+        choices = [v for _, v in choices]
+    index = {(type(c), c): i for i, c in enumerate(choices)}
+    codes = np.array([index.get((type(v), v), -1) for v in values], dtype=np.float64)
+    return codes, choices
+
+
 def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
     """Return the figure of the loss against each parameter, one panel per parameter.
 
-    Numeric parameters on a linear axis, or a logarithmic one when positive and spanning more than two
-    decades; categorical parameters as categories, the points spread sideways so that they do not hide
-    each other. Failed evaluations (no loss) are marked along the bottom edge; a star marks the best.
+    Numeric parameters on a logarithmic axis when the search space declares them on a log scale
+    (:class:`propulate.Float` or :class:`propulate.Integer` with ``log=True``, read from the frame's
+    ``attrs["search_space"]``) or, given as a 1.2.2 tuple, when positive and spanning more than two
+    decades, else on a linear one; categorical parameters as categories in the order of their choices,
+    the points spread sideways so that they do not hide each other. Failed evaluations (no loss) are
+    marked along the bottom edge; a star marks the best.
 
     Parameters
     ----------
@@ -256,17 +273,26 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
     losses = frame["value"].to_numpy(dtype=np.float64)
     complete = states == "COMPLETE"
     best = int(np.nanargmin(np.where(complete, losses, np.nan))) if complete.any() else -1
+    declared = frame.attrs.get("search_space", {})
     for ax, column in zip(axes, params, strict=False):
         values = frame[column]
-        if values.dtype.name == "category":
-            x = values.cat.codes.to_numpy().astype(np.float64)
-            x = x + rng.uniform(-0.2, 0.2, size=len(x))
-            ax.set_xticks(range(len(values.cat.categories)))
-            ax.set_xticklabels([str(c) for c in values.cat.categories])
-            ax.set_xlim(-0.5, len(values.cat.categories) - 0.5)
+        domain = declared.get(column[len("params_") :])
+        if values.dtype.name == "category" or values.dtype == object:
+            codes, choices = _category_codes(values, domain)
+            x = codes + rng.uniform(-0.2, 0.2, size=len(codes))
+            ax.set_xticks(range(len(choices)))
+            ax.set_xticklabels([str(c) for c in choices])
+            ax.set_xlim(-0.5, len(choices) - 0.5)
         else:
             x = values.to_numpy(dtype=np.float64)
-            if len(x) and np.nanmin(x) > 0 and np.nanmax(x) > 100 * np.nanmin(x):
+            log_scale = isinstance(domain, dict) and domain.get("log", False)
+            undeclared_decades = (
+                not isinstance(domain, dict)
+                and len(x)
+                and np.nanmin(x) > 0
+                and np.nanmax(x) > 100 * np.nanmin(x)
+            )
+            if log_scale or undeclared_decades:
                 ax.set_xscale("log")
             elif values.dtype.kind in "iu":
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -17,7 +17,12 @@ followed by propulate's provenance:
 ``duration``
     ``datetime_complete - datetime_start`` as a timedelta.
 ``params_<name>``
-    Parameter values: floats, ints, and categoricals as a pandas ``category`` in the order of the limits.
+    Parameter values as the loss function received them (log scales and steps read back): floats, ints,
+    and a categorical as a pandas ``category`` in the order of its choices when all choices are of one type
+    (strings, ints, ...); choices of mixed types or with ``None`` as Python objects, each of its own type
+    (``True`` stays ``True``, not ``1``; pandas categories cannot hold ``None`` nor tell ``True`` from ``1``).
+    The frame's ``attrs["search_space"]`` holds the search space as a checkpoint stores it
+    (:meth:`propulate.space.SearchSpace.to_json`), which the plots read for log axes.
 ``user_attrs_<name>``
     The further numbers (metrics) the loss function returned, named as Optuna names the numbers a trial
     records with ``set_user_attr``; NaN where an evaluation did not return that metric. After them, one
@@ -281,7 +286,10 @@ def to_dataframe(individuals: Iterable[Individual], space: SearchSpace | None = 
             "active": active,
         }
     )
-    return pd.DataFrame(columns)
+    frame = pd.DataFrame(columns)
+    if space is not None:
+        frame.attrs["search_space"] = space.to_json()
+    return frame
 
 
 def _merge_copies(
@@ -333,12 +341,17 @@ def _decode_columns(positions: np.ndarray, space: SearchSpace, pd: Any) -> dict[
     columns: dict[str, Any] = {}
     for p in space.parameters:
         if p.kind is Kind.FLOAT:
-            column: Any = positions[:, p.offset].copy()
+            column: Any = p.values(positions[:, p.offset]) if p.transformed else positions[:, p.offset].copy()
         elif p.kind is Kind.INT:
-            column = np.clip(np.round(positions[:, p.offset]), p.low, p.high).astype(np.int64)
+            column = p.values(positions[:, p.offset]).astype(np.int64)
         else:
             codes = np.argmax(positions[:, p.offset : p.offset + p.width], axis=1)
-            column = pd.Categorical.from_codes(codes, categories=list(p.categories))
+            if len({type(c) for c in p.categories}) == 1 and p.categories[0] is not None:
+                column = pd.Categorical.from_codes(codes, categories=list(p.categories))
+            else:
+                choices = np.empty(p.width, dtype=object)
+                choices[:] = p.categories
+                column = choices[codes]
         columns[f"params_{p.name}"] = column
     return columns
 
