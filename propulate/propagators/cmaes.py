@@ -303,7 +303,8 @@ class CMAPropagator(Propagator):
     adapter : CMAAdapter
         :class:`BasicCMA` or :class:`ActiveCMA`.
     limits : dict or SearchSpace
-        The search space; only float parameters ``(low, high)``.
+        The search space; only float parameters: ``(low, high)`` or :class:`propulate.Float`. The
+        distribution lives in the embedding: in ``ln(value)`` for a log scale (a log-normal search there).
     decompose_in_each_generation : bool
         Decompose ``C`` after every update; otherwise only once per ``1 / (10 n (c_1 + c_mu))``
         generations (Hansen 2016, Sec. B.2), in between sampling with the last ``B`` and ``D``.
@@ -353,7 +354,9 @@ class CMAPropagator(Propagator):
         self.space = SearchSpace.of(limits)
         others = [p.name for p in self.space.parameters if p.kind is not Kind.FLOAT]
         if others:
-            raise ValueError(f"limits: CMA-ES supports float parameters (low, high) only, not {others}")
+            raise ValueError(
+                f"limits: CMA-ES searches float ranges ((low, high) or propulate.Float) only, not {others}"
+            )
         n = self.space.ndim
         self.pop_size = None if pop_size is None else check_int("pop_size", pop_size, 2)
         self.pool_size = check_int("pool_size", pool_size, 1)

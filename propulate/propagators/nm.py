@@ -295,12 +295,15 @@ class ParallelNelderMead(Propagator):
     Parameters
     ----------
     limits : dict or SearchSpace
-        The search space; every parameter must be continuous (a ``(low, high)`` tuple of floats).
+        The search space; every parameter must be continuous: a ``(low, high)`` tuple of floats or a
+        :class:`propulate.Float`. The simplex lives in the embedding: in ``ln(value)`` for a log scale; a
+        stepped range is searched continuously and its vertices read back on the grid.
     rng : random.Random, optional
         The generator owned by this propagator. Used only without ``start``: for the uniform points evaluated
         until worker 0's first point, the start, is known.
     start : dict or array-like, optional
-        The first vertex: parameter values as a dict, or a position of shape ``(n,)``; inside the limits.
+        The first vertex: parameter values as a dict, or as a sequence in the order of the limits (of
+        shape ``(n,)``); inside the limits.
         Without it, the first point worker 0 evaluates, drawn uniformly from the box.
     alpha : float > 0
         Reflection coefficient :math:`\alpha` (Lagarias et al. 1998: 1).
@@ -402,12 +405,14 @@ class ParallelNelderMead(Propagator):
     ) -> np.ndarray | None:
         if start is None:
             return None
-        if isinstance(start, Mapping):
-            x = self.space.encode(start)
-        else:
-            x = np.array(start, dtype=np.float64)
-        if x.shape != (self.n,) or not np.all(np.isfinite(x)):
+        values = np.array(list(start.values()) if isinstance(start, Mapping) else start, dtype=np.float64)
+        if values.shape != (self.n,) or not np.all(np.isfinite(values)):
             raise ValueError(f"start: expected {self.n} finite values, got {start!r}")
+        try:
+            given = start if isinstance(start, Mapping) else dict(zip(self.space.names, values, strict=True))
+            x = self.space.encode(given)
+        except ValueError as err:
+            raise ValueError(f"start: {err}") from None
         if np.any(x < self.lower) or np.any(x > self.upper):
             raise ValueError(f"start: {start!r} lies outside the limits {self.space.limits}")
         return x

@@ -9,7 +9,9 @@ the swarm best ``g_best`` is the best of the individuals given and ``p_best``. O
 
 with ``r_1, r_2`` drawn uniformly from [0, 1) per dimension (Kennedy & Eberhart 1995; inertia weight ``w``:
 Shi & Eberhart 1998). The move happens in the numeric embedding ``Individual.position``; a categorical
-parameter is a block of one-hot slots in [0, 1] whose argmax is the category.
+parameter is a block of one-hot slots in [0, 1] whose argmax is the category, a log-scale parameter
+(:class:`propulate.Float` or ``Integer`` with ``log=True``) moves in ``ln(value)``, and integers and
+stepped ranges are read back on their nearest value.
 
 Boundary rule ("absorbing walls", Robinson & Rahmat-Samii 2004): a component of ``x'`` outside
 ``[lower, upper]`` (or not finite, after an overflow) is set to the violated bound and the same component of
