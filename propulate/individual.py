@@ -211,7 +211,7 @@ class Individual(Mapping[str, Any]):
         return {**self.params(), **(self._extras or {})}
 
     @property
-    def limits(self) -> dict[str, tuple[Any, ...]]:
+    def limits(self) -> dict[str, Any]:
         """The search space as a dict (numeric ranges low-to-high)."""
         return self.space.limits
 

@@ -112,4 +112,6 @@ def _merge(a: tuple[list[Individual], int], b: tuple[list[Individual], int], _da
     return distinct_best([*a[0], *b[0]], KEPT), a[1] + b[1]
 
 
-_MERGE = MPI.Op.Create(_merge, commute=True)
+# mpi4py calls a user operation on the objects themselves in a reduction of Python objects (its stubs only
+# describe reductions of buffers).
+_MERGE = MPI.Op.Create(_merge, commute=True)  # type: ignore[arg-type]

@@ -516,9 +516,10 @@ class SearchSpace:
                 return int(min(max(round(math.exp(x)), p.low), p.high))
             return min(max(math.exp(rng.uniform(p.lower, p.upper)), p.low), p.high)
         if p.kind is Kind.INT:
-            if p.step == 1.0:
+            step = int(p.step or 1)
+            if step == 1:
                 return rng.randint(int(p.low), int(p.high))
-            return int(p.low) + int(p.step) * rng.randint(0, round((p.high - p.low) / p.step))  # type: ignore[operator]
+            return int(p.low) + step * rng.randint(0, (int(p.high) - int(p.low)) // step)
         if p.step is not None:
             return min(p.low + p.step * rng.randint(0, round((p.high - p.low) / p.step)), p.high)
         return rng.uniform(p.low, p.high)
