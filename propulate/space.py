@@ -27,7 +27,7 @@ import math
 import numbers
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
@@ -92,6 +92,15 @@ class Parameter:
     step: float | None = None
     domain: Any = None
     digits: int | None = None
+    #: Whether the value read from the slot is not the slot itself (log scale, step or integer).
+    transformed: bool = field(init=False)
+    #: Whether the parameter is an integer range without log scale or step (rounded and clipped).
+    plain_int: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Read on every decoding: attributes, not properties.
+        object.__setattr__(self, "transformed", self.log or self.step is not None)
+        object.__setattr__(self, "plain_int", self.kind is Kind.INT and not self.log and self.step == 1.0)
 
     @property
     def bounds(self) -> Any:
@@ -108,15 +117,6 @@ class Parameter:
         """Upper end of the parameter's slot in the embedding (``ln high`` on a log scale)."""
         return math.log(self.high) if self.log else self.high
 
-    @property
-    def transformed(self) -> bool:
-        """Whether the value read from the slot is not the slot itself (log scale, step or integer)."""
-        return self.log or self.step is not None
-
-    @property
-    def plain_int(self) -> bool:
-        """Whether the parameter is an integer range without log scale or step (rounded and clipped)."""
-        return self.kind is Kind.INT and not self.log and self.step == 1.0
 
     def values(self, x: np.ndarray) -> np.ndarray:
         """Read numeric values from slot contents ``x`` (any shape): on the grid, inside ``[low, high]``."""
@@ -432,8 +432,11 @@ class SearchSpace:
         snapped to their nearest value and clipped into ``[low, high]``, log scales exponentiated (and
         clipped: ``exp(ln high)`` may exceed ``high`` by a rounding), categories read by argmax.
         """
-        if p.kind is Kind.FLOAT and not p.transformed:
-            return float(position[p.offset])
+        if not p.transformed:
+            if p.kind is Kind.FLOAT:
+                return float(position[p.offset])
+        elif p.plain_int:
+            return int(min(max(round(float(position[p.offset])), p.low), p.high))
         if p.kind is Kind.CATEGORICAL:
             block = position[p.offset : p.offset + p.width]
             return p.categories[int(np.argmax(block))]
