@@ -117,7 +117,6 @@ class Parameter:
         """Upper end of the parameter's slot in the embedding (``ln high`` on a log scale)."""
         return math.log(self.high) if self.log else self.high
 
-
     def values(self, x: np.ndarray) -> np.ndarray:
         """Read numeric values from slot contents ``x`` (any shape): on the grid, inside ``[low, high]``."""
         x = np.asarray(x, dtype=np.float64)
