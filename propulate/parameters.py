@@ -36,6 +36,7 @@ declared range.
 
 from __future__ import annotations
 
+import decimal
 import math
 import numbers
 from collections.abc import Mapping, Sequence
@@ -66,11 +67,18 @@ def _integral(what: str, x: object) -> int:
     return int(value)
 
 
+def decimals(x: float) -> int:
+    """Return the decimal places of ``x`` as ``repr`` writes it (``0.1``: 1, ``2.5e-05``: 6, ``3.0``: 0)."""
+    exponent = decimal.Decimal(repr(x)).as_tuple().exponent
+    return max(0, -int(exponent))
+
+
 def _grid_size(what: str, low: float, high: float, step: float) -> int:
     """Return ``k`` with ``high == low + k * step`` (to rounding), or raise naming a valid ``high``."""
     k = round((high - low) / step)
     if abs(low + k * step - high) > 1e-9 * max(1.0, abs(high), abs(low)):
-        below = low + math.floor((high - low) / step) * step
+        below = low + math.floor((high - low) / step + 1e-9) * step
+        below = round(below, max(decimals(low), decimals(step)))
         raise SearchSpaceError(
             f"{what}: high - low = {high - low!r} is not a multiple of step = {step!r}; use high={below!r}"
         )

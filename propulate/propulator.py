@@ -616,7 +616,7 @@ class Propulator:
                     space = SearchSpace.of(plan.limits)
                     self._open_writer(space, counter, plan.resume_table, plan.plan_table)
             except (CheckpointError, OSError, ValueError) as err:
-                error = f"{type(err).__name__}: {err}"
+                error = str(err) if isinstance(err, CheckpointError) else f"{type(err).__name__}: {err}"
         error = self._world.bcast(error, root=0)
         if error is not None:
             return str(error)

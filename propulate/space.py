@@ -18,7 +18,6 @@ logarithm of its value, so the box ``[lower, upper]`` the propagators keep their
 from __future__ import annotations
 
 import ast
-import decimal
 import functools
 import hashlib
 import itertools
@@ -231,16 +230,14 @@ def _parse_domain(name: str, domain: parameters.Domain, offset: int) -> Paramete
         return Parameter(
             name, Kind.INT, float(domain.low), float(domain.high), (), offset, 1, domain.log, step, normal
         )
-    digits = None if domain.step is None else max(_decimals(domain.low), _decimals(domain.step))
+    digits = (
+        None
+        if domain.step is None
+        else max(parameters.decimals(domain.low), parameters.decimals(domain.step))
+    )
     return Parameter(
         name, Kind.FLOAT, domain.low, domain.high, (), offset, 1, domain.log, domain.step, normal, digits
     )
-
-
-def _decimals(x: float) -> int:
-    """Decimal places of ``x`` as written by ``repr`` (``0.1``: 1, ``2.5e-05``: 6, ``3.0``: 0)."""
-    exponent = decimal.Decimal(repr(x)).as_tuple().exponent
-    return max(0, -int(exponent))
 
 
 class SearchSpace:

@@ -188,13 +188,13 @@ def share_plan(
         # Every root reads its share; only the first raises, once all have taken part.
         read = read_shared(roots, directory, resume)
     except CheckpointError as err:
-        header = {"error": f"{type(err).__name__}: {err}"}
+        header = {"error": str(err)}  # raised again as a CheckpointError: its name once is enough
     if roots.rank == 0 and header is None:
         try:
             plan = plan_session(directory, read, space, island_counts, pollination)
             header, payloads = {"session": plan.session, "limits": plan.limits}, plan.payloads
         except (CheckpointError, OSError, ValueError) as err:
-            header = {"error": f"{type(err).__name__}: {err}"}
+            header = {"error": _described(err)}
     header = roots.bcast(header, root=0)
     assert header is not None
     if "error" in header:
@@ -350,3 +350,8 @@ def plan_resume(checkpoint: Checkpoint, island_counts: Iterable[int], pollinatio
         f"{delivered} emigrant(s) delivered that were in flight"
     )
     return ResumePlan(populations, requeue, counters, states, same, description)
+
+
+def _described(err: Exception) -> str:
+    """Return the message of ``err``, raised again as a ``CheckpointError``: other types are named in it."""
+    return str(err) if isinstance(err, CheckpointError) else f"{type(err).__name__}: {err}"
