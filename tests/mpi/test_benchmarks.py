@@ -76,3 +76,21 @@ def test_overhead_against_the_floor(mpirun):
             line["overhead_us_per_evaluation_per_worker"] / floor["floor_us_per_evaluation_per_worker"]
         )
     assert lines[4]["generations"] == [30, 60]
+
+
+def test_log_scale_compares_both_declarations(mpirun):
+    args = ["--generations", "8", "--seeds", "2"]
+    out = mpirun(BENCHMARKS / "log_scale.py", 2, *args, timeout=120).stdout
+    lines = json_lines(out)
+    assert [(line["arm"], line["seed"]) for line in lines] == [
+        ("linear", 0),
+        ("log", 0),
+        ("linear", 1),
+        ("log", 1),
+    ]
+    for line in lines:
+        assert line["evaluations"] == 2 * 8
+        assert 1e-5 <= line["best_lr"] <= 1e-1 and line["best_loss"] >= 0.35
+        assert 0 <= line["lower_bound_share"] <= line["lowest_decade_share"] <= 1
+    assert "| linear: `(1e-5, 1e-1)` |" in out and "| log: `Float(1e-5, 1e-1, log=True)` |" in out
+    assert "Mann–Whitney U on the best losses, linear against log: p = " in out
