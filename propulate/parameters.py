@@ -49,6 +49,7 @@ __all__ = ["Categorical", "Float", "Integer"]
 
 #: The types a categorical choice may have.
 CHOICE_TYPES = (str, bool, int, float, type(None))
+_PYTHON_TYPES = frozenset(CHOICE_TYPES)
 
 
 def _finite_real(what: str, x: object) -> float:
@@ -200,10 +201,10 @@ class Categorical:
 
     Parameters
     ----------
-    choices : sequence
+    choices : sequence or numpy array
         At least one value, each a ``str``, ``int``, ``float`` (finite), ``bool`` or ``None``, pairwise
-        different in type or value (``1``, ``1.0`` and ``True`` are three choices). numpy scalars are
-        taken as the Python values they hold.
+        different in type or value (``1``, ``1.0`` and ``True`` are three choices). numpy scalars (and the
+        elements of an array) are taken as the Python values they hold.
 
     Raises
     ------
@@ -222,13 +223,16 @@ class Categorical:
     choices: tuple[Any, ...]
 
     def __post_init__(self) -> None:
-        if isinstance(self.choices, (str, bytes)) or not isinstance(self.choices, Sequence):
+        given = self.choices
+        if hasattr(given, "tolist") and not isinstance(given, Sequence):  # a numpy array
+            given = given.tolist()
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence):
             raise SearchSpaceError(f"Categorical: choices must be a sequence of values, got {self.choices!r}")
         choices = []
-        for choice in self.choices:
-            value = (
-                choice.item() if hasattr(choice, "item") and not isinstance(choice, CHOICE_TYPES) else choice
-            )
+        for choice in given:
+            # numpy scalars as the Python values they hold (numpy.float64 and numpy.str_ subclass float
+            # and str, but pickle and print as numpy types).
+            value = choice.item() if type(choice) not in _PYTHON_TYPES and hasattr(choice, "item") else choice
             if not isinstance(value, CHOICE_TYPES):
                 raise SearchSpaceError(
                     f"Categorical: choices must be str, int, float, bool or None, got {choice!r} "
