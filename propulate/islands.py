@@ -40,8 +40,9 @@ class Islands:
         counts).
     propagator : Propagator
         The evolutionary operator.
-    rng : random.Random
-        This rank's generator (seed it differently on every rank).
+    rng : random.Random or int
+        This rank's generator (seed it differently on every rank), or an int seed, the same on every rank,
+        from which each rank derives its own (see :class:`Propulator`).
     generations : int >= -1
         Evaluations per worker; ``-1`` runs until stopped.
     num_islands : int >= 1
@@ -94,7 +95,7 @@ class Islands:
         self,
         loss_fn: Callable[..., Any],
         propagator: Propagator,
-        rng: random.Random | None = None,
+        rng: random.Random | int | None = None,
         generations: int = -1,
         num_islands: int = 1,
         island_sizes: Sequence[int] | None = None,

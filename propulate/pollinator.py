@@ -48,7 +48,7 @@ class Pollinator(Propulator):
         self,
         loss_fn: Callable[..., Any],
         propagator: Propagator,
-        rng: random.Random | None = None,
+        rng: random.Random | int | None = None,
         island_idx: int = 0,
         island_comm: MPI.Comm = MPI.COMM_WORLD,
         propulate_comm: MPI.Comm = MPI.COMM_WORLD,

@@ -97,8 +97,10 @@ class Propulator:
         losses as a generator.
     propagator : Propagator
         Breeds a new individual from the island's population.
-    rng : random.Random
-        This worker's generator (seed it differently on every rank).
+    rng : random.Random or int
+        This worker's generator (seed it differently on every rank); or an int, a seed the same on every
+        rank, from which each rank derives its own (:func:`propulate.utils.rank_rng`, stream 1, so that the
+        same seed passed to :func:`~propulate.utils.get_default_propagator` gives it another stream).
     island_idx : int
         Index of this worker's island.
     island_comm : MPI.Comm
@@ -191,7 +193,7 @@ class Propulator:
         self,
         loss_fn: Callable[..., Any],
         propagator: Propagator,
-        rng: random.Random | None = None,
+        rng: random.Random | int | None = None,
         island_idx: int = 0,
         island_comm: MPI.Comm = MPI.COMM_WORLD,
         propulate_comm: MPI.Comm = MPI.COMM_WORLD,
@@ -239,6 +241,10 @@ class Propulator:
         self._observer: Callable[[Individual], None] | None = (
             propagator.observe if isinstance(propagator, Propagator) and propagator.observes else None
         )
+        if isinstance(rng, int):  # a seed (rank_rng refuses a bool, naming the seed)
+            from .utils import rank_rng
+
+            rng = rank_rng(rng, stream=1)
         self.rng = rng if rng is not None else random.Random()
         self.island_idx = int(island_idx)
         self.island_comm = island_comm

@@ -30,7 +30,7 @@ from ..propagators import (
 from ..space import SearchSpace
 from ..validation import check_int, check_probability, check_real
 
-__all__ = ["get_default_propagator", "set_logger_config"]
+__all__ = ["get_default_propagator", "rank_rng", "set_logger_config"]
 
 _SUBMODULES = frozenset({"benchmark_functions", "distributed"})
 
@@ -41,6 +41,46 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def rank_rng(seed: int, stream: int = 0, comm: MPI.Comm | None = None) -> random.Random:
+    """Return this rank's generator for a run seeded with ``seed``: independent of every other rank's.
+
+    The usual ``random.Random(seed + rank)`` gives rank 1 of the run seeded 1 the stream of rank 0 of the
+    run seeded 2; here each (seed, rank, stream) draws its own state from numpy's ``SeedSequence``
+    (entropy ``seed``, spawn key ``(rank, stream)``), so runs with different seeds share no stream and the
+    same seed reproduces the same streams on the same number of ranks.
+
+    Parameters
+    ----------
+    seed : int >= 0
+        The run's seed, the same on every rank.
+    stream : int >= 0
+        Which of the rank's generators: a propagator and the optimizer that passes ``seed`` to both get
+        streams 0 and 1.
+    comm : MPI.Comm, optional
+        Whose rank counts (default ``MPI.COMM_WORLD``).
+
+    Returns
+    -------
+    random.Random
+
+    Raises
+    ------
+    ValueError
+        If ``seed`` or ``stream`` is not a non-negative int.
+
+    Examples
+    --------
+    >>> rng = rank_rng(42)  # in place of random.Random(42 + MPI.COMM_WORLD.rank)
+    """
+    import numpy as np
+
+    check_int("seed", seed, 0)
+    check_int("stream", stream, 0)
+    rank = (comm if comm is not None else MPI.COMM_WORLD).rank
+    state = np.random.SeedSequence(seed, spawn_key=(rank, stream)).generate_state(4, dtype=np.uint64)
+    return random.Random(int.from_bytes(state.tobytes(), "little"))
+
+
 def get_default_propagator(
     pop_size: int,
     limits: Mapping[str, Any],
@@ -48,7 +88,7 @@ def get_default_propagator(
     mutation_prob: float = 0.4,
     random_init_prob: float = 0.1,
     sigma_factor: float = 0.05,
-    rng: random.Random | None = None,
+    rng: random.Random | int | None = None,
 ) -> Propagator:
     """Return the default genetic propagator: Propulate 1.2.2's, configured as 1.2.2's code configures it.
 
@@ -92,8 +132,9 @@ def get_default_propagator(
         Probability of replacing the child by a uniform draw (step 5).
     sigma_factor : float > 0
         Standard deviation of the Gaussian step as a fraction of the parameter's range.
-    rng : random.Random, optional
-        The generator shared by the operators.
+    rng : random.Random or int, optional
+        The generator shared by the operators; an int is a seed, the same on every rank, from which each
+        rank derives its own generator (:func:`rank_rng`, stream 0).
 
     Returns
     -------
@@ -113,6 +154,8 @@ def get_default_propagator(
     if not check_real("sigma_factor", sigma_factor) > 0:
         raise ValueError(f"sigma_factor: expected a positive number, got {sigma_factor!r}")
     space = SearchSpace.of(limits)
+    if isinstance(rng, int):  # a seed (rank_rng refuses a bool, naming the seed)
+        rng = rank_rng(rng)
     rng = rng if rng is not None else random.Random()
     steps: list[Propagator] = [
         SelectMin(pop_size),
