@@ -15,8 +15,8 @@ have them. Run it with::
     mpiexec -n 4 python tutorials/cmaes_example.py --function rosenbrock --adapter active --generations 200
 
 ``--pop_size`` is not used: CMA-ES picks ``lambda = max(4 + floor(3 ln n), ceil(4 sqrt(W)))`` for ``n``
-parameters and ``W`` workers. The log goes to
-``<checkpoint>/cmaes_example.log``; the best individuals are logged at the end.
+parameters and ``W`` workers. The log goes to ``<checkpoint>/cmaes_example.log``; the best individuals
+are logged at the end, and the first rank prints the run's best loss and parameters.
 """
 
 import pathlib
@@ -53,3 +53,5 @@ if __name__ == "__main__":
     )
     propulator.propulate(logging_interval=config.logging_interval, debug=config.verbosity)
     propulator.summarize(top_n=config.top_n, debug=config.verbosity)
+    if comm.rank == 0:  # Every rank holds the run's result; the first prints it.
+        print(f"Best loss {propulator.best_loss:.6g} with {propulator.best_params}")

@@ -6,7 +6,8 @@ every other island: moved (migration) by default, copied with ``--pollination``.
 
     mpiexec -n 4 python tutorials/islands_example.py --generations 20 --num_islands 2 --checkpoint ./run
 
-The log goes to ``<checkpoint>/islands_example.log``; the best individuals are logged at the end.
+The log goes to ``<checkpoint>/islands_example.log``; the best individuals of each island are logged at
+the end, and the first rank prints the run's best loss and parameters.
 """
 
 import pathlib
@@ -59,3 +60,5 @@ if __name__ == "__main__":
     )
     islands.propulate(logging_interval=config.logging_interval, debug=config.verbosity)
     islands.summarize(top_n=config.top_n, debug=config.verbosity)
+    if comm.rank == 0:  # Every rank holds the run's result; the first prints it.
+        print(f"Best loss {islands.best_loss:.6g} with {islands.best_params}")

@@ -8,7 +8,8 @@ gradients. The same pattern carries over to PyTorch DDP. Run it with::
     mpiexec -n 4 python tutorials/multi_rank_workers_example.py --generations 20 --ranks_per_worker 2
 
 The log goes to ``<checkpoint>/multi_rank_workers_example.log``, where ``--checkpoint`` is the working
-directory by default; the best individuals are logged at the end.
+directory by default; the best individuals are logged at the end, and the first rank prints the run's best
+loss and parameters.
 """
 
 import pathlib
@@ -76,3 +77,5 @@ if __name__ == "__main__":
     )
     islands.propulate(logging_interval=config.logging_interval, debug=config.verbosity)
     islands.summarize(top_n=config.top_n, debug=config.verbosity)
+    if comm.rank == 0:  # Every rank holds the run's result; the first prints it.
+        print(f"Best loss {islands.best_loss:.6g} with {islands.best_params}")

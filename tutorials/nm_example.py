@@ -6,6 +6,8 @@ workers the points it will likely need after that (the next reflection, a contra
 try different points at the same time. Run it with::
 
     mpiexec -n 4 python tutorials/nm_example.py --generations 200 --function rosenbrock
+
+The best individuals are logged at the end, and the first rank prints the run's best loss and parameters.
 """
 
 import pathlib
@@ -40,3 +42,5 @@ if __name__ == "__main__":
     )
     propulator.propulate(logging_interval=config.logging_interval, debug=config.verbosity)
     propulator.summarize(top_n=config.top_n, debug=config.verbosity)
+    if comm.rank == 0:  # Every rank holds the run's result; the first prints it.
+        print(f"Best loss {propulator.best_loss:.6g} with {propulator.best_params}")

@@ -7,7 +7,8 @@ it and tells all other workers the result, without waiting for anyone. Choose th
     mpiexec -n 4 python tutorials/propulator_example.py --generations 20 --function rosenbrock
 
 The log goes to ``<checkpoint>/propulator_example.log``, where ``--checkpoint`` is the working directory by
-default; the best individuals are logged at the end.
+default; the best individuals are logged at the end, and the first rank prints the run's best loss and
+parameters.
 """
 
 import pathlib
@@ -50,3 +51,5 @@ if __name__ == "__main__":
     )
     propulator.propulate(logging_interval=config.logging_interval, debug=config.verbosity)
     propulator.summarize(top_n=config.top_n, debug=config.verbosity)
+    if comm.rank == 0:  # Every rank holds the run's result; the first prints it.
+        print(f"Best loss {propulator.best_loss:.6g} with {propulator.best_params}")

@@ -17,7 +17,8 @@ variants. With ``--num_islands`` > 1 the swarm is split into islands that exchan
 
     mpiexec -n 4 python tutorials/pso_example.py --function rosenbrock --generations 200 --num_islands 1
 
-The log goes to ``<checkpoint>/pso_example.log``; the best individuals are logged at the end.
+The log goes to ``<checkpoint>/pso_example.log``; the best individuals are logged at the end, and the
+first rank prints the run's best loss and parameters.
 """
 
 import pathlib
@@ -78,3 +79,5 @@ if __name__ == "__main__":
     )
     islands.propulate(logging_interval=config.logging_interval, debug=config.verbosity)
     islands.summarize(top_n=config.top_n, debug=config.verbosity)
+    if comm.rank == 0:  # Every rank holds the run's result; the first prints it.
+        print(f"Best loss {islands.best_loss:.6g} with {islands.best_params}")

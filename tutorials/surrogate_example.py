@@ -56,7 +56,7 @@ from mnist_data import prepare_mnist  # tutorials/ is on the path when this runs
 from mpi4py import MPI
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
-from torch_ddp_example import LIMITS, build_network, load_mnist, train_epoch, validate
+from torch_ddp_example import LIMITS, build_network, epoch_decay, load_mnist, train_epoch, validate
 
 from propulate import Individual, Islands, Status
 from propulate.surrogate import (
@@ -166,7 +166,6 @@ def make_loss_fn(
             model = build_network(params["conv_layers"], params["activation"]).to(device)
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
         optimizer = torch.optim.Adam(ddp.parameters(), lr=params["lr"])
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=params["gamma"])
 
         # Each rank trains and validates on its own shard (the validation shards split 2,000 and 10,000
         # images evenly over 1 or 2 ranks; otherwise DistributedSampler repeats a few to even them out).
@@ -174,13 +173,15 @@ def make_loss_fn(
         train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=train_sampler)
         val_sampler: DistributedSampler[int] = DistributedSampler(val_set, shuffle=False)
         val_loader = DataLoader(val_set, batch_size=VALIDATION_BATCH_SIZE, sampler=val_sampler)
+        batches_per_epoch = min(len(train_loader), args.train_batches or len(train_loader))
+        scheduler = epoch_decay(optimizer, params["gamma"], batches_per_epoch)
 
         curve: list[float] = []
         try:
             for epoch in range(args.epochs):
                 train_sampler.set_epoch(epoch)
-                train_epoch(ddp, optimizer, itertools.islice(train_loader, args.train_batches), device)
-                scheduler.step()
+                batches = itertools.islice(train_loader, batches_per_epoch)
+                train_epoch(ddp, optimizer, scheduler, batches, device)
                 val_loss, val_acc = validate(ddp, itertools.islice(val_loader, args.val_batches), device)
                 curve.append(val_loss)
                 # Every rank of the worker yields once per epoch; the surrogate may end the loop here.
@@ -228,8 +229,10 @@ def tally(individuals: Iterable[Individual], epochs: int) -> dict[str, float]:
     }
 
 
-def report(individuals: list[Individual], args: argparse.Namespace, seconds: float) -> None:
-    """Print what the search did and its best completed individuals."""
+def report(
+    individuals: list[Individual], best: list[Individual], args: argparse.Namespace, seconds: float
+) -> None:
+    """Print what the search did (``individuals``: all evaluated) and its ``best`` completed individuals."""
     counts = tally(individuals, args.epochs)
     how = "without a surrogate" if args.surrogate == "none" else f"with the {args.surrogate} surrogate"
     print(
@@ -241,19 +244,11 @@ def report(individuals: list[Individual], args: argparse.Namespace, seconds: flo
         f"Epochs trained: {counts['epochs_trained']} of {counts['epochs_without_pruning']} "
         f"({counts['epochs_saved']:.0%} saved by early stopping)."
     )
-    completed = sorted(
-        (ind for ind in individuals if ind.status is Status.COMPLETED), key=lambda ind: ind.loss
-    )
-    best: list[Individual] = []
-    for individual in completed:
-        if len(best) < args.top_n and not any(individual.equals(other) for other in best):
-            best.append(individual)
     print(f"Best {len(best)} completed individual(s) on {args.data_root or 'the bundled MNIST slice'}:")
     for place, individual in enumerate(best, start=1):
         accuracy = individual.metrics.get("accuracy", float("nan"))
         print(
-            f"{place}. validation loss {individual.loss:.4f}, accuracy {accuracy:.2%}: "
-            f"{dict(individual.items())}"
+            f"{place}. validation loss {individual.loss:.4f}, accuracy {accuracy:.2%}: {individual.params()}"
         )
 
 
@@ -287,7 +282,8 @@ def main() -> None:
         evaluated = {
             ind.uid: ind for population in populations for ind in population if not ind.migration_steps
         }
-        report(list(evaluated.values()), args, seconds)
+        # The run's best distinct completed individuals, all islands, best first: held by every rank.
+        report(list(evaluated.values()), islands.top(args.top_n), args, seconds)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ the validation data and reduces the validation loss and accuracy over the worker
 minimized; the accuracy travels along as a metric of each individual and shows up in the summary.
 
 Search space: the number of 3x3 convolution layers with 10 channels (2 to 10), their activation (ReLU,
-sigmoid or tanh), the Adam learning rate and the per-epoch decay factor of the learning rate.
+sigmoid or tanh), the Adam learning rate (1e-4 to 1e-2, searched on a log scale) and ``gamma``, the factor
+by which the learning rate decays over one epoch (0.1 to 1), applied a little after every batch. At the end,
+the first rank prints the best individuals of the run.
 
 Run it from the repository root (``mpiexec`` from the ``mpich`` package, or ``srun`` on a cluster)::
 
@@ -52,7 +54,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from propulate import Islands
+from propulate import Float, Islands
 from propulate.utils import get_default_propagator, set_logger_config
 from propulate.utils.distributed import init_worker_process_group
 
@@ -61,8 +63,8 @@ log = logging.getLogger("propulate")
 LIMITS = {
     "conv_layers": (2, 10),
     "activation": ("relu", "sigmoid", "tanh"),
-    "lr": (1e-4, 1e-2),
-    "gamma": (0.5, 0.999),
+    "lr": Float(1e-4, 1e-2, log=True),
+    "gamma": (0.1, 1.0),
 }
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
 # Mean and standard deviation of MNIST's pixel intensities in [0, 1].
@@ -119,18 +121,34 @@ def build_network(conv_layers: int, activation: str) -> nn.Module:
     return nn.Sequential(*layers, nn.Flatten(), nn.Linear(10 * 28 * 28, 10))
 
 
+def epoch_decay(
+    optimizer: torch.optim.Optimizer, gamma: float, batches_per_epoch: int
+) -> torch.optim.lr_scheduler.ExponentialLR:
+    """Return a scheduler that multiplies the learning rate by ``gamma`` over ``batches_per_epoch`` steps.
+
+    Stepped after every batch: the learning rate falls smoothly within each epoch, so that ``gamma`` matters
+    from the first epoch on.
+    """
+    return torch.optim.lr_scheduler.ExponentialLR(optimizer, gamma=gamma ** (1.0 / batches_per_epoch))
+
+
 def train_epoch(
     model: nn.Module,
     optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
     batches: Iterable[tuple[torch.Tensor, torch.Tensor]],
     device: torch.device,
 ) -> None:
-    """Train ``model`` for one pass over ``batches`` (with DDP the gradients are averaged over the worker)."""
+    """Train ``model`` for one pass over ``batches``, stepping ``scheduler`` after every batch.
+
+    With DDP the gradients are averaged over the worker.
+    """
     model.train()
     for images, labels in batches:
         optimizer.zero_grad()
         nn.functional.cross_entropy(model(images.to(device)), labels.to(device)).backward()
         optimizer.step()
+        scheduler.step()
 
 
 def validate(
@@ -167,15 +185,14 @@ def make_loss_fn(args: argparse.Namespace, data_root: str) -> Callable[[Mapping,
         model = build_network(params["conv_layers"], params["activation"]).to(device)
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
         optimizer = torch.optim.Adam(ddp.parameters(), lr=params["lr"])
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=params["gamma"])
 
         # Each rank trains on its own shard; the gradients are averaged over the worker in backward().
         train_sampler: DistributedSampler[int] = DistributedSampler(train_set, shuffle=True, seed=args.seed)
         train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=train_sampler)
+        scheduler = epoch_decay(optimizer, params["gamma"], len(train_loader))
         for epoch in range(args.epochs):
             train_sampler.set_epoch(epoch)
-            train_epoch(ddp, optimizer, train_loader, device)
-            scheduler.step()
+            train_epoch(ddp, optimizer, scheduler, train_loader, device)
 
         # Each rank validates its shard (DistributedSampler pads the last shard with repeated images when
         # the set's size is not a multiple of the world size; 2,000 and 10,000 images split evenly).
@@ -212,20 +229,16 @@ def main() -> None:
         checkpoint_path=args.checkpoint,
     )
     islands.propulate(logging_interval=1, debug=args.verbosity)
-    per_worker = islands.summarize(top_n=args.top_n, debug=args.verbosity)  # the same on every rank
+    islands.summarize(top_n=args.top_n, debug=args.verbosity)
 
-    if comm.rank == 0:
-        # Each worker's list holds its own view of its island's best; merge them without duplicates.
-        best: list = []
-        for individual in sorted((ind for inds in per_worker for ind in inds), key=lambda ind: ind.loss):
-            if len(best) < args.top_n and not any(individual.equals(other) for other in best):
-                best.append(individual)
+    if comm.rank == 0:  # every rank holds the run's results; the first prints them
+        best = islands.top(args.top_n)  # the run's best distinct individuals, all islands, best first
         print(f"Best {len(best)} individual(s) on {args.data_root or 'the bundled MNIST slice'}:")
         for place, individual in enumerate(best, start=1):
             accuracy = individual.metrics.get("accuracy", float("nan"))
             print(
                 f"{place}. validation loss {individual.loss:.4f}, accuracy {accuracy:.2%}: "
-                f"{dict(individual.items())}"
+                f"{individual.params()}"
             )
 
 
