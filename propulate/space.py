@@ -155,7 +155,7 @@ class Parameter:
         n = round((self.high - self.low) / self.step)
         if self.kind is Kind.INT:
             return list(range(int(self.low), int(self.high) + 1, int(self.step)))
-        return [min(self.low + k * self.step, self.high) for k in range(n + 1)]
+        return [self.value(self.low + k * self.step) for k in range(n + 1)]
 
 
 def _is_int(x: object) -> bool:
