@@ -82,8 +82,9 @@ def test_readme_quickstart(mpirun, tmp_path):
     """The quickstart as the README shows it: saved as my_search.py and run on 8 ranks."""
     script = tmp_path / "my_search.py"
     script.write_text(quickstart_code(), encoding="utf-8")
-    out = mpirun(script, 8, timeout=120, cwd=tmp_path).stdout  # its checkpoint goes to the working directory
-    assert_prints_best(out, tmp_path)
+    out = mpirun(script, 8, timeout=120, cwd=tmp_path).stdout
+    assert_prints_best(out, tmp_path / "checkpoints" / "quickstart")
+    assert not list(tmp_path.glob("*.h5")), "nothing written into the working directory itself"
 
 
 @pytest.mark.torch
