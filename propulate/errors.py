@@ -11,6 +11,7 @@ __all__ = [
     "LayoutError",
     "PropulateError",
     "RunAbortedError",
+    "RunFailedError",
     "SearchSpaceError",
     "WorkerFailedError",
 ]
@@ -30,6 +31,15 @@ class LayoutError(PropulateError, ValueError):
 
 class RunAbortedError(PropulateError, RuntimeError):
     """The run stopped on the first failed evaluation (``on_failure="stop"``); raised on every rank."""
+
+
+class RunFailedError(PropulateError, RuntimeError):
+    """Every evaluation of the run failed (none completed); raised on every rank by ``propulate()``.
+
+    Whatever ``on_failure`` says: ``"continue"`` goes on past failed evaluations, but a run without a single
+    result ends as a failure, as Optuna's ``optimize`` re-raises a failing objective unless told to catch
+    it. The checkpoint is written first; the failures and their tracebacks are in the log.
+    """
 
 
 class WorkerFailedError(PropulateError, RuntimeError):

@@ -125,11 +125,16 @@ class Islands:
         topology = check_topology(migration_topology, num_islands)
         island_size = int(layout.island_counts[layout.island_index])
         if world.rank == 0:
+            kind = "pollination" if pollination else "migration"
+            exchange = (
+                "no migration (one island)"
+                if num_islands == 1
+                else f"{kind} with probability {migration_probability}"
+            )
+            sizes = layout.island_counts.tolist()
             log.info(
                 f"Islands: {world.size} ranks, {world.size // ranks_per_worker} worker(s) of "
-                f"{ranks_per_worker} "
-                f"rank(s), {num_islands} island(s) of sizes {layout.island_counts.tolist()}, "
-                f"{'pollination' if pollination else 'migration'} with probability {migration_probability}."
+                f"{ranks_per_worker} rank(s), {num_islands} island(s) of sizes {sizes}, {exchange}."
             )
         self.layout = layout
         # As in 1.2.2: a Pollinator or a Migrator, both a Propulator with the matching migration policy.

@@ -177,10 +177,13 @@ class StopConditions:
         if self.signalled is None:
             self.signalled = signum
             self.stop(f"{self.signal_name} received", self.grace_period)
-            log.warning(
+            # Launchers (mpiexec, srun) deliver a signal to every rank: the first rank says it for the job,
+            # the others only at debug level (a thousand ranks, a thousand lines otherwise).
+            log.log(
+                logging.WARNING if MPI.COMM_WORLD.rank == 0 else logging.DEBUG,
                 f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: {self.signal_name} received; "
                 f"stopping: no new evaluations, a running one has {self.grace_period:.0f} s to finish, then "
-                "the checkpoint is written."
+                "the checkpoint is written.",
             )
             if self._on_signal is not None:
                 self._on_signal(self.grace_period)

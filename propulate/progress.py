@@ -93,6 +93,10 @@ class Progress:
         if ind.status is not Status.FAILED and ind.loss < self.mine.best:
             self.mine.best = ind.loss
 
+    def due(self) -> bool:
+        """Whether the interval since the last line or report has passed (:meth:`tick` would act)."""
+        return time.monotonic() >= self._next
+
     def tick(self) -> None:
         """After a generation: report, or log the line, if the interval has passed since the last time."""
         now = time.monotonic()

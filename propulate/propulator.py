@@ -27,8 +27,17 @@ import numpy as np
 from mpi4py import MPI
 
 from .breeding import MAX_WAIT, Breeder
-from .checkpoint import CheckpointError, CheckpointWriter, Record, SessionPlan, archive, make_uid, share_plan
-from .errors import RunAbortedError, WorkerFailedError
+from .checkpoint import (
+    CheckpointError,
+    CheckpointWriter,
+    Record,
+    SessionPlan,
+    archive,
+    describe_session,
+    make_uid,
+    share_plan,
+)
+from .errors import RunAbortedError, RunFailedError, WorkerFailedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
 from .individual import Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
@@ -140,10 +149,12 @@ class Propulator:
         What a failed evaluation (the loss function raised, or returned NaN, an infinite loss or no number)
         does: it is marked failed, logged once with rank, host, parameters and traceback, never selected,
         and the run goes on (``"continue"``); or every rank stops, writes the checkpoint and raises
-        :class:`propulate.errors.RunAbortedError` (``"stop"``). An evaluation that failed because a helper
-        of this library refused the setup inside the loss function (a
-        :class:`~propulate.errors.PropulateError`, e.g. two ranks of a worker on one GPU) stops the run as
-        ``"stop"`` does, whatever this says: every later evaluation would fail the same way.
+        :class:`propulate.errors.RunAbortedError` (``"stop"``). A failure's traceback is logged the first
+        time the worker meets it, its repeats in one line each. A run in which evaluations failed and none
+        completed raises :class:`propulate.errors.RunFailedError` at its end, also with ``"continue"``. An
+        evaluation that failed because a helper of this library refused the setup inside the loss function
+        (a :class:`~propulate.errors.PropulateError`, e.g. two ranks of a worker on one GPU) stops the run
+        as ``"stop"`` does, whatever this says: every later evaluation would fail the same way.
     accept_inf : bool
         Count an infinite loss as a result instead of a failure.
     time_limit : float, optional
@@ -276,6 +287,9 @@ class Propulator:
         self._stop_reason: str | None = None  # why this worker stops before its generations are done
         self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
         self._results: RunResults | None = None  # the run's best, on every rank after propulate()
+        self._errors_seen: set[str] = (
+            set()
+        )  # failures of this worker's evaluations whose traceback was logged
         self._misconfigured = ""  # the error of the last evaluation if a PropulateError: the setup is wrong
         self._stop_conditions = StopConditions(
             self._interruptible, self.grace_period, time_limit, self._tell_worker_of_signal
@@ -377,8 +391,12 @@ class Propulator:
         debug : int
             Verbosity: <= 0 quiet; 1 one progress line for the whole run on the first rank, at most every
             ``PROPULATE_PROGRESS_INTERVAL`` seconds (default 10: evaluations done and planned, best loss,
-            evaluations per second, time left), and the summary; 2 also each island's progress and every
-            evaluation; 3 also migration events.
+            evaluations per second, time left), and the summary, ending with the run's evaluations by
+            status (completed, failed, pruned, interrupted); 2 also each island's progress and every
+            evaluation; 3 also migration events. Whatever it says, the first rank logs at the start what
+            the checkpoint holds and what this run will do, with a warning when nothing is left to do or
+            when the settings differ from the checkpoint's
+            (:func:`propulate.checkpoint.session.describe_session`).
 
         Raises
         ------
@@ -386,6 +404,11 @@ class Propulator:
             If ``logging_interval`` is not a positive int.
         RunAbortedError
             On every rank, after a failed evaluation with ``on_failure="stop"``.
+        RunFailedError
+            On every rank, when evaluations failed and none of the run completed, whatever ``on_failure``
+            says (the checkpoint is written first). ``"continue"`` goes on past failures, but a run without
+            a single result does not end as a success: Optuna's ``optimize`` likewise re-raises a failing
+            objective unless told to catch it.
         WorkerFailedError
             On every rank but the failing one, when a rank failed outside the loss function (which raises
             its own exception).
@@ -421,6 +444,11 @@ class Propulator:
             _release_torch_group()
         if outcome[0]:
             raise RunAbortedError(f"the run stopped on a failed evaluation: {outcome[1]}")
+        if self._results is not None and self._results.all_failed:
+            raise RunFailedError(
+                f"every evaluation of the run failed ({self._results.counts_text()}); the tracebacks are in "
+                f"the log and the failed individuals in the checkpoint in {self.checkpoint_path}"
+            )
 
     def _run(self, logging_interval: int, debug: int) -> tuple[bool, str | None]:
         """Begin the session, loop (or serve the worker's root), and share the outcome with the worker."""
@@ -434,6 +462,8 @@ class Propulator:
             self._work(logging_interval, debug)
             members = self.population if self.island_rank == 0 else None
             self._results = gather_results(members, self._world, lambda request: wait(request, check))
+            if debug >= 1 and self._world.rank == 0:
+                log.info(f"Done: {self._progress.line()}; {self._results.counts_text()}.")
         else:
             self._serve()
         outcome = (self._abort, self._stop_reason, self._results)
@@ -621,6 +651,8 @@ class Propulator:
                     counter = int(plan.payloads[0]["counter"])
                     space = SearchSpace.of(plan.limits)
                     self._open_writer(space, counter, plan.resume_table, plan.plan_table)
+                for level, line in describe_session(plan, self._settings(), self.checkpoint_path):
+                    log.log(level, line)
             except (CheckpointError, OSError, ValueError) as err:
                 error = str(err) if isinstance(err, CheckpointError) else f"{type(err).__name__}: {err}"
         error = self._world.bcast(error, root=0)
@@ -642,18 +674,11 @@ class Propulator:
             self._open_writer(SearchSpace.of(self._limits), self._generation_start)
         return None
 
-    def _open_writer(
-        self,
-        space: SearchSpace,
-        generation_start: int,
-        resume_table: np.ndarray | None = None,
-        plan_table: np.ndarray | None = None,
-    ) -> None:
+    def _settings(self) -> dict[str, Any]:
+        """Return this run's settings as the checkpoint stores them (JSON values)."""
         from . import __version__
 
-        config = {
-            "limits": space.to_json(),
-            "fingerprint": space.fingerprint,
+        return {
             "island_counts": self.island_counts.tolist(),
             "ranks_per_worker": self._worker_size,
             "migration_topology": self._topology.tolist(),
@@ -664,6 +689,15 @@ class Propulator:
             "num_workers": int(self._world.size),
             "version": __version__,
         }
+
+    def _open_writer(
+        self,
+        space: SearchSpace,
+        generation_start: int,
+        resume_table: np.ndarray | None = None,
+        plan_table: np.ndarray | None = None,
+    ) -> None:
+        config = {"limits": space.to_json(), "fingerprint": space.fingerprint, **self._settings()}
         attrs = {
             "session": self._session,
             "writer": self._world.rank,
@@ -747,18 +781,22 @@ class Propulator:
                 self.generation += 1
             self._snapshot()
             if debug >= 1:
+                if self._progress.first_rank and self._progress.due():
+                    # Take in what the island's peers finished meanwhile: the line counts their results
+                    # too, not only this worker's (once per interval, so a cheap loss does not pay).
+                    self._receive(debug)
                 self._progress.tick()
             if debug >= 2 and self.island_rank == 0 and self.generation % logging_interval == 0:
                 self._log_progress()
         self._finish()
         if self._stop_reason is not None and self.island_rank == 0:
-            log.warning(
-                f"Island {self.island_idx}: stopped early ({self._stop_reason}); {self._status_text()}."
+            # Job-wide news: said once, by the first rank; each island's head says it at debug level.
+            log.log(
+                logging.WARNING if self._world.rank == 0 else logging.DEBUG,
+                f"Island {self.island_idx}: stopped early ({self._stop_reason}); {self._status_text()}.",
             )
         elif debug >= 2 and self.island_rank == 0:
             log.info(f"Island {self.island_idx}: done; {self._status_text()}.")
-        if debug >= 1 and self._world.rank == 0:
-            log.info(f"Done: {self._progress.line()}.")
 
     def _log_progress(self) -> None:
         planned = "" if self.generations == -1 else f"/{self.generations}"
@@ -856,6 +894,11 @@ class Propulator:
             self._mean_period += (outcome.period - self._mean_period) / min(self.generation + 1, 20)
         elif outcome.status is Status.FAILED:
             detail = outcome.error or "a rank of this worker failed; see its own log line"
+            # The error itself, the traceback's last line: its traceback is logged the first time only.
+            error = detail.strip().splitlines()[-1] if detail.strip() else detail
+            if error in self._errors_seen:
+                detail = f"{error} (as before; traceback not repeated)"
+            self._errors_seen.add(error)
             log.error(
                 f"Island {self.island_idx}, worker {self.island_rank} (rank {MPI.COMM_WORLD.rank} on "
                 f"{socket.gethostname()}), generation {ind.generation}: the evaluation of {ind.params()} "

@@ -6,10 +6,11 @@ worker it is (:attr:`Propulator.best`, :attr:`~Propulator.best_params`, :attr:`~
 first rank only, if it likes.
 
 They are gathered once at the end of ``propulate()`` by a reduction over the workers' roots whose operation
-merges two lists of distinct best individuals (:func:`propulate.population.distinct_best`): each island's
-first worker contributes the :data:`KEPT` best distinct individuals of its island, every other worker
-nothing. A binomial-tree reduction moves O(:data:`KEPT` log P) individuals per rank for P workers, not a
-list per island to every rank.
+merges two lists of distinct best individuals (:func:`propulate.population.distinct_best`) and adds up the
+evaluations by status: each island's first worker contributes the :data:`KEPT` best distinct individuals
+of its island and the counts of its island's evaluations, every other worker nothing. A binomial-tree
+reduction moves O(:data:`KEPT` log P) individuals per rank for P workers, not a list per island to every
+rank.
 """
 
 from __future__ import annotations
@@ -20,13 +21,22 @@ from typing import Any
 from mpi4py import MPI
 
 from .errors import PropulateError
-from .individual import Individual
+from .individual import Individual, Status
 from .population import distinct_best
 
-__all__ = ["KEPT", "NoResultError", "RunResults", "gather_results"]
+__all__ = ["COUNTED", "KEPT", "NoResultError", "RunResults", "gather_results"]
 
 #: How many distinct best individuals of the run every rank holds after ``propulate()``.
 KEPT = 100
+
+
+#: The statuses counted at the end of a run, with their names in the log.
+COUNTED = {
+    Status.COMPLETED: "completed",
+    Status.FAILED: "failed",
+    Status.PRUNED: "pruned",
+    Status.INTERRUPTED: "interrupted",
+}
 
 
 class NoResultError(PropulateError, RuntimeError):
@@ -40,13 +50,25 @@ class RunResults:
     ----------
     top : sequence of Individual
         Completed individuals with pairwise different parameters or loss, best first.
-    counted : int
-        How many individuals the islands held when the results were gathered (every status).
+    counts : dict
+        The run's evaluations by status (the keys of :data:`COUNTED`), earlier sessions included; each
+        evaluation once (not its copies on other islands). ``interrupted`` ones are evaluated again on
+        resume.
     """
 
-    def __init__(self, top: Sequence[Individual], counted: int) -> None:
+    def __init__(self, top: Sequence[Individual], counts: dict[Status, int]) -> None:
         self._top = list(top)
-        self.counted = counted
+        self.counts = {status: int(counts.get(status, 0)) for status in COUNTED}
+
+    @property
+    def all_failed(self) -> bool:
+        """Whether evaluations failed and none completed (pruned ones count as done)."""
+        done = self.counts[Status.COMPLETED] + self.counts[Status.PRUNED]
+        return self.counts[Status.FAILED] > 0 and done == 0
+
+    def counts_text(self) -> str:
+        """Return the counts as the log writes them: ``"8 completed, 2 failed, 0 pruned, 0 interrupted"``."""
+        return ", ".join(f"{self.counts[status]} {name}" for status, name in COUNTED.items())
 
     @property
     def best(self) -> Individual:
@@ -59,8 +81,7 @@ class RunResults:
         """
         if not self._top:
             raise NoResultError(
-                f"no evaluation of the run completed ({self.counted} individual(s) evaluated, none with a "
-                "loss); see the log for the failures"
+                f"no evaluation of the run completed ({self.counts_text()}); see the log for the failures"
             )
         return self._top[0].copy()
 
@@ -103,13 +124,22 @@ def gather_results(
         still evaluates.
     """
     wait(comm.Ibarrier())
-    mine = ([], 0) if island_members is None else (distinct_best(island_members, KEPT), len(island_members))
-    top, counted = comm.allreduce(mine, op=_MERGE)
-    return RunResults(top, counted)
+    mine: tuple[list[Individual], dict[int, int]] = ([], {})
+    if island_members is not None:
+        counts: dict[int, int] = {}
+        for ind in island_members:
+            if ind.migration_steps == 0:  # the evaluation itself, not a copy sent to another island
+                counts[int(ind.status)] = counts.get(int(ind.status), 0) + 1
+        mine = (distinct_best(island_members, KEPT), counts)
+    top, counts = comm.allreduce(mine, op=_MERGE)
+    return RunResults(top, {Status(status): n for status, n in counts.items()})
 
 
-def _merge(a: tuple[list[Individual], int], b: tuple[list[Individual], int], _datatype: Any = None) -> Any:
-    return distinct_best([*a[0], *b[0]], KEPT), a[1] + b[1]
+def _merge(a: Any, b: Any, _datatype: Any = None) -> Any:
+    counts = dict(a[1])
+    for status, n in b[1].items():
+        counts[status] = counts.get(status, 0) + n
+    return distinct_best([*a[0], *b[0]], KEPT), counts
 
 
 # mpi4py calls a user operation on the objects themselves in a reduction of Python objects (its stubs only

@@ -36,7 +36,16 @@ from .format import (
     uid_origin,
 )
 from .reader import Checkpoint, EmptyFileError, WriterInfo, load_checkpoint, read_file
-from .session import ResumePlan, SessionPlan, archive, plan_resume, plan_session, read_shared, share_plan
+from .session import (
+    ResumePlan,
+    SessionPlan,
+    archive,
+    describe_session,
+    plan_resume,
+    plan_session,
+    read_shared,
+    share_plan,
+)
 from .writer import CheckpointWriter
 
 __all__ = [
@@ -54,6 +63,7 @@ __all__ = [
     "WriterInfo",
     "archive",
     "compact",
+    "describe_session",
     "list_files",
     "load_checkpoint",
     "make_uid",

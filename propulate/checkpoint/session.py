@@ -85,6 +85,10 @@ class SessionPlan:
     fresh : bool
         A fresh start was asked for: the earlier files are to be moved aside (:func:`archive`) when the
         session begins.
+    holds : str or None
+        What the checkpoint holds and how it is resumed, for the log; ``None`` when there is none.
+    previous : dict or None
+        The settings the checkpoint was written with (its configuration), ``None`` when there is none.
     """
 
     session: int
@@ -93,6 +97,81 @@ class SessionPlan:
     resume_table: np.ndarray | None
     plan_table: np.ndarray
     fresh: bool = False
+    holds: str | None = None
+    previous: dict[str, Any] | None = None
+
+
+#: Settings compared with the checkpoint's at a resume, with the words the log uses for them.
+COMPARED = {
+    "generations": "generations",
+    "island_counts": "workers per island",
+    "ranks_per_worker": "ranks per worker",
+    "propagator": "propagator",
+    "migration_prob": "migration probability per worker",
+    "pollination": "pollination",
+    "migration_topology": "migration topology",
+}
+
+
+def describe_session(plan: SessionPlan, settings: dict[str, Any], directory: Path) -> list[tuple[int, str]]:
+    """Return what the log says when a session begins, as ``(level, message)`` pairs; first rank only.
+
+    One line says what the checkpoint holds and what this run will do: the evaluations planned
+    (``generations`` per worker), those the checkpoint already holds, those left. A resumed run with nothing
+    left to do gets a warning that says how to search again, and settings that differ from the
+    checkpoint's (:data:`COMPARED`) a warning that names each, with its old and new value.
+
+    Parameters
+    ----------
+    plan : SessionPlan
+        The session's plan.
+    settings : dict
+        This run's configuration, as the checkpoint writer stores it (``generations``, ``island_counts``,
+        ...).
+    directory : pathlib.Path
+        The checkpoint directory.
+    """
+    generations = int(settings["generations"])
+    workers = len(plan.plan_table)
+    counters = plan.plan_table["generation_start"].astype(np.int64)
+    done = int(counters.sum())
+    if generations < 0:
+        will = f"{workers} worker(s) evaluate until stopped"
+        left = None
+    else:
+        left = int(np.maximum(generations - counters, 0).sum())
+        planned = workers * generations
+        will = f"{workers} worker(s) x {generations} generation(s) = {planned} evaluation(s) planned"
+    if plan.holds is None:
+        lines = [(logging.INFO, f"Run: a new search in {directory}; {will}.")]
+    else:
+        todo = "" if left is None else f", {done} done, {left} left"
+        lines = [(logging.INFO, f"Run: {plan.holds}; {will}{todo}.")]
+        if left == 0:
+            lines.append(
+                (
+                    logging.WARNING,
+                    f"Run: nothing left to do: the checkpoint in {directory} already holds the evaluations "
+                    f"of generations={generations}. To search further raise generations; to start a new "
+                    "search pass resume=False (or set PROPULATE_RESUME=0) or another checkpoint_path.",
+                )
+            )
+    if plan.previous is not None:
+        changed = [
+            f"{words} {plan.previous[key]!r} -> {settings[key]!r}"
+            for key, words in COMPARED.items()
+            if key in plan.previous and plan.previous[key] != settings[key]
+        ]
+        if changed:
+            lines.append(
+                (
+                    logging.WARNING,
+                    f"Run: settings differ from the checkpoint's: {'; '.join(changed)}. This run uses its "
+                    "own; the loss function's own settings (epochs, data) cannot be compared: if they "
+                    "changed, start a new search in another checkpoint_path.",
+                )
+            )
+    return lines
 
 
 def plan_session(
@@ -116,6 +195,8 @@ def plan_session(
         If the directory cannot be written.
     """
     plan = None
+    holds: str | None = None
+    previous: dict[str, Any] | None = None
     counts = [int(c) for c in island_counts]
     if read is not None:
         listing, files, empty = read
@@ -130,10 +211,9 @@ def plan_session(
             space = space or checkpoint.space
             compact(directory, listing, (files, empty), checkpoint)
             plan = plan_resume(checkpoint, counts, pollination)
-            log.info(f"Checkpoint: {plan.description}.")
+            holds, previous = plan.description, checkpoint.config
         else:
             compact(directory, listing, (files, empty))
-            log.info(f"Checkpoint: none in {directory}; starting a new run.")
         session = listing.next_session
     else:
         session = 0
@@ -153,7 +233,16 @@ def plan_session(
         )
     resume_table = None if plan is None else plan.resume_table()
     limits = None if space is None else space.limits
-    return SessionPlan(session, limits, payloads, resume_table, plan_table, fresh=read is None)
+    return SessionPlan(
+        session,
+        limits,
+        payloads,
+        resume_table,
+        plan_table,
+        fresh=read is None,
+        holds=holds,
+        previous=previous,
+    )
 
 
 def share_plan(
