@@ -91,6 +91,10 @@ class Individual(Mapping[str, Any]):
     surrogate_data : object
         What the evaluating worker's surrogate learned from this evaluation (JSON-serializable, see
         :meth:`propulate.surrogate.Surrogate.data`); ``None`` without a surrogate.
+    error : str or None
+        Why its evaluation failed (status failed): the traceback of the loss function, its last
+        :data:`ERROR_CHARS` characters (the error itself at the end); ``None`` otherwise. Travels to the
+        island's other workers and into the checkpoint.
     extras : Mapping[str, object]
         The ``_``-prefixed entries (see above), by key; a read-only view (assigning a mapping replaces them
         all).
@@ -120,6 +124,7 @@ class Individual(Mapping[str, Any]):
         "_metrics",
         "active",
         "current",
+        "error",
         "evalperiod",
         "evaltime",
         "generation",
@@ -180,6 +185,7 @@ class Individual(Mapping[str, Any]):
         self.uid = -1
         self.steps = 0
         self.surrogate_data: Any = None
+        self.error: str | None = None
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -289,6 +295,7 @@ class Individual(Mapping[str, Any]):
         child.uid = -1
         child.steps = 0
         child.surrogate_data = None
+        child.error = None
         child._extras = None
         return child
 
@@ -322,6 +329,7 @@ class Individual(Mapping[str, Any]):
             self.uid,
             self.steps,
             self.surrogate_data,
+            self.error,
             self._extras or None,
             self.__dict__ or None,
         )
@@ -372,6 +380,7 @@ def _restore(
     uid: int,
     steps: int,
     surrogate_data: Any,
+    error: str | None = None,
     extras: dict[str, Any] | None = None,
     attributes: dict[str, Any] | None = None,
 ) -> Individual:
@@ -395,11 +404,15 @@ def _restore(
     ind.uid = uid
     ind.steps = steps
     ind.surrogate_data = surrogate_data
+    ind.error = error
     ind._extras = None if extras is None else dict(extras)  # values fresh from unpickling; copy() deep-copies
     if attributes:
         ind.__dict__.update(attributes)
     return ind
 
+
+#: The most characters of a failure's traceback an individual keeps (:attr:`Individual.error`).
+ERROR_CHARS = 2000
 
 #: ``unpack(space, *ind.packed())`` rebuilds ``ind`` in ``space`` (one call per received individual, so
 #: the function itself, not a wrapper around it).

@@ -39,7 +39,7 @@ from .checkpoint import (
 )
 from .errors import RunAbortedError, RunFailedError, WorkerFailedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
-from .individual import Individual, Status
+from .individual import ERROR_CHARS, Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
@@ -888,6 +888,7 @@ class Propulator:
         ind.evaltime = time.time()
         ind.steps = outcome.steps
         ind.surrogate_data = self.evaluator.learn(outcome)
+        ind.error = outcome.error.strip()[-ERROR_CHARS:] if outcome.status is Status.FAILED else None
         # The error's last line (type and message) when a helper of this library refused the setup.
         self._misconfigured = outcome.error.strip().splitlines()[-1] if outcome.misconfigured else ""
         if outcome.status is Status.COMPLETED:

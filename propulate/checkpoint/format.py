@@ -274,6 +274,7 @@ def entry(kind: Record, ind: Individual, home: int, start: float, pending: bool 
         0 if pending else ind.steps,
         None if pending else ind.surrogate_data,
         dict(ind.extras) or None,
+        None if pending else ind.error,
     )
 
 
@@ -324,8 +325,8 @@ class RowEncoder:
             if item[0] == Record.DEACTIVATED:
                 records.append((*item[:6], 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, self._nan, self._nan))
                 continue
-            metrics, history, steps, surrogate, extras = item[16:21]
-            if not metrics and not steps and surrogate is None and extras is None:
+            metrics, history, steps, surrogate, extras, error = item[16:22]
+            if not metrics and not steps and surrogate is None and extras is None and error is None:
                 extra = self._plain_extras.get(history)
                 if extra is None:  # the common case: one encoding per migration history
                     extra = json.dumps({"metrics": {}, "history": history}).encode()
@@ -338,6 +339,8 @@ class RowEncoder:
                     extra_fields["surrogate"] = surrogate
                 if extras is not None:
                     extra_fields.update(encode_extras(extras))
+                if error is not None:
+                    extra_fields["error"] = error
                 extra = json.dumps(extra_fields).encode()
             velocity = self._nan if item[15] is None else item[15]
             records.append((*item[:14], base + len(heap), len(extra), item[14], velocity))

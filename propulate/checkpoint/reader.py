@@ -348,6 +348,7 @@ class _Rows:
         ind.migration_history = str(extra.get("history", ""))
         ind.steps = int(extra.get("steps", 0))
         ind.surrogate_data = extra.get("surrogate")
+        ind.error = extra.get("error")
         ind.extras = decode_extras(extra)
         return ind
 
