@@ -2,9 +2,9 @@
 
 Subcommands (``python -m propulate SUBCOMMAND --help`` for their options):
 
-``report DIR``
+``report DIR [--html FILE]``
     Print the best configurations, counts per state and per island, evaluations per hour and worker
-    utilization.
+    utilization; with ``--html``, also write the interactive report (:mod:`propulate.html_report`).
 ``export DIR --format csv|json``
     Write one row per evaluation as CSV or JSON (columns in :mod:`propulate.results`).
 ``plot DIR``
@@ -65,6 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument(
         "--top", type=_positive_int, default=5, metavar="N", help="how many configurations to list (5)"
     )
+    report.add_argument(
+        "--html",
+        metavar="FILE",
+        type=Path,
+        help="also write the report as one self-contained HTML file with interactive figures (opens "
+        'offline in any browser; needs pip install "propulate[report]")',
+    )
 
     export = commands.add_parser(
         "export",
@@ -112,9 +119,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The optional packages each command needs: (module, extra that installs it).
+NEEDS = {
+    "report": [("pandas", "export")],
+    "export": [("pandas", "export")],
+    "plot": [("pandas", "export"), ("matplotlib", "plot")],
+    "html": [("pandas", "report"), ("plotly", "report")],
+}
+
+
+def _missing(command: str) -> str | None:
+    """Return what to tell a user who lacks an optional package that ``command`` needs; None if none lacks."""
+    import importlib.util
+
+    for module, extra in NEEDS.get(command, []):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            return (
+                f'needs {module}, which is not installed; install it with: pip install "propulate[{extra}]"'
+            )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     args = build_parser().parse_args(argv)
+    command = "html" if getattr(args, "html", None) else args.command
+    reason = _missing(command)
+    if reason is not None:
+        print(f"{PROG} {args.command}: error: {reason}", file=sys.stderr)
+        return 1
     try:
         return _run(args)
     except (PropulateError, ImportError, OSError) as err:
@@ -145,6 +182,13 @@ def _run(args: argparse.Namespace) -> int:
             f"propulate {config.get('version', '?')}",
         ]
         sys.stdout.write(results.format_report(frame, args.top, notes=notes))
+        if args.html:
+            from .html_report import write_html
+
+            interim = results.interim_losses(checkpoint.population)
+            title = f"propulate report: {checkpoint.directory}"
+            write_html(frame, args.html, interim, title=title, notes=notes, top=max(args.top, 10))
+            print(f"wrote {args.html}")
     elif args.command == "export":
         frame = results.checkpoint_dataframe(checkpoint, include_interrupted=args.include_interrupted)
         write = results.write_csv if args.format == "csv" else results.write_json

@@ -107,6 +107,12 @@ def _minor_label(value: float) -> str:
     return f"{value:g}" if mantissa in (2, 5) else ""
 
 
+def _nothing_to_draw(ax: Axes, why: str) -> None:
+    """Say in the middle of empty axes why they are empty, without ticks that would mean nothing."""
+    ax.set_xticks([])
+    ax.text(0.5, 0.5, f"{why}: no loss to show", transform=ax.transAxes, ha="center", va="center")
+
+
 def plot_best_loss(frame: pd.DataFrame) -> Figure:
     """Return the figure of the best loss so far, against finished evaluations and against time.
 
@@ -147,22 +153,37 @@ def plot_best_loss(frame: pd.DataFrame) -> Figure:
     _mark_sessions(by_time, offsets, scale)
     by_time.set_xlabel(f"wall-clock time while running [{unit}]")
     by_time.set_title("Best loss vs. time")
+    failed = int((frame["state"] == "FAIL").sum())
     for ax in (by_count, by_time):
-        if len(done):
+        if np.isfinite(losses).any():
             ax.legend(loc="upper right", fontsize="small")
         else:
-            ax.text(0.5, 0.5, "no finished evaluations", transform=ax.transAxes, ha="center", va="center")
-    failed = int((frame["state"] == "FAIL").sum())
+            _nothing_to_draw(ax, "no finished evaluations" if not len(done) else f"all {failed:,} failed")
+    if not np.isfinite(losses).any():
+        by_count.set_yticks([])
     final = f"best loss {np.nanmin(best):.6g}" if np.isfinite(best).any() else "no completed evaluation"
     fig.suptitle(f"Search progress: {len(done):,} finished evaluations ({failed:,} failed), {final}")
     return fig
+
+
+def _separator(periods: np.ndarray, span: float) -> dict[str, Any]:
+    """Edge style of the timeline's bars: a white line between back-to-back evaluations.
+
+    The line is at most 0.8 points wide and at most a quarter of a typical bar, so that it never hides the
+    bars; where bars are too narrow to tell apart (thousands per row), none.
+    """
+    # The axes are about 700 points wide.
+    typical = float(np.median(periods)) / span * 700.0 if len(periods) and span > 0 else 0.0
+    width = min(0.8, typical / 4.0)
+    return {"edgecolor": "white", "linewidth": width} if width >= 0.1 else {"edgecolor": "none"}
 
 
 def plot_timeline(frame: pd.DataFrame) -> Figure:
     """Return the figure of each worker's evaluations over time.
 
     One row per worker ``(island, worker)``: a gray band over the sessions it evaluated in, and on it one
-    bar per evaluation, colored by state; the gray left showing is time the worker spent idle (breeding,
+    bar per evaluation, colored by state and set apart from the next one by a thin white line (unless the
+    bars are too narrow to tell apart); the gray left showing is time the worker spent idle (breeding,
     communicating, checkpointing, waiting). The title gives the overall utilization.
 
     Raises
@@ -193,6 +214,7 @@ def plot_timeline(frame: pd.DataFrame) -> Figure:
             facecolors=IDLE,
         )
     states = frame["state"].to_numpy()
+    separator = _separator(end[done] - start[done], float(np.nanmax(end)) if done.any() else 0.0)
     for state, color in COLORS.items():
         chosen = np.flatnonzero(done & (states == state))
         if len(chosen) == 0:
@@ -202,7 +224,7 @@ def plot_timeline(frame: pd.DataFrame) -> Figure:
         # One collection per worker row: split where the row changes.
         cuts = np.flatnonzero(np.diff(rows[chosen])) + 1
         for row_bars, row in zip(np.split(bars, cuts), rows[chosen][np.r_[0, cuts]], strict=True):
-            ax.broken_barh(row_bars.tolist(), (row - 0.35, 0.7), facecolors=color, edgecolor="none")
+            ax.broken_barh(row_bars.tolist(), (row - 0.35, 0.7), facecolors=color, **separator)
     handles: list[Artist] = [Patch(color=IDLE, label="idle (breeding, communication, waiting)")]
     handles += [Patch(color=COLORS[s], label=LABELS[s]) for s in LABELS if (states[done] == s).any()]
     if len(offsets) > 1:
@@ -245,7 +267,8 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
     (:class:`propulate.Float` or :class:`propulate.Integer` with ``log=True``, read from the frame's
     ``attrs["search_space"]``) or, given as a 1.2.2 tuple, when positive and spanning more than two
     decades, else on a linear one; categorical parameters as categories in the order of their choices,
-    the points spread sideways so that they do not hide each other. Failed evaluations (no loss) are
+    the points spread sideways so that they do not hide each other, as are integer parameters (by up to a
+    fifth of their step). Failed evaluations (no loss) are
     marked along the bottom edge; a star marks the best.
 
     Parameters
@@ -296,6 +319,10 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
                 ax.set_xscale("log")
             elif values.dtype.kind in "iu":
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            if values.dtype.kind in "iu":
+                # Spread sideways by up to a fifth of the step, so that equal values do not hide each other.
+                step = (domain.get("step") if isinstance(domain, dict) else None) or 1
+                x = x + rng.uniform(-0.2, 0.2, size=len(x)) * step
         for state in ("COMPLETE", "PRUNED"):
             mask = states == state
             if mask.any():
@@ -326,6 +353,10 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
     for ax in axes[::ncols]:
         ax.set_ylabel("loss (lower is better)")
     _loss_scale(axes[0], losses[complete])
+    if not np.isfinite(losses).any():
+        axes[0].set_yticks([])  # shared by every panel
+        for ax in axes[: len(params)]:
+            ax.text(0.5, 0.5, "no loss to show", transform=ax.transAxes, ha="center", va="center")
     if params:
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=len(handles))

@@ -29,6 +29,10 @@ followed by propulate's provenance:
     column per ``_``-prefixed entry of the individuals (free-form data, see :class:`propulate.Individual`),
     e.g. ``user_attrs__origin`` for ``ind["_origin"]``, holding the values as Python objects and ``None``
     where an individual has no such entry.
+``system_attrs_fail_reason``
+    Only when an evaluation failed: the error it failed with (the last line of the traceback, e.g.
+    ``ValueError: broken loss``; :attr:`propulate.Individual.error` holds the traceback), ``None`` for the
+    others; Optuna's name for the reason a trial failed.
 ``state``
     Optuna's trial state names, so that code written for Optuna's frames keeps working: see
     :data:`STATES` (``COMPLETE``, ``PRUNED``, ``FAIL``; ``RUNNING`` for an individual of a live population
@@ -93,8 +97,10 @@ __all__ = [
     "checkpoint_dataframe",
     "evaluations_per_hour",
     "format_report",
+    "interim_losses",
     "island_summary",
     "load_dataframe",
+    "metric_columns",
     "read_checkpoint",
     "session_spans",
     "status_counts",
@@ -275,6 +281,12 @@ def to_dataframe(individuals: Iterable[Individual], space: SearchSpace | None = 
         columns.update(_decode_columns(positions, space, pd))
     columns.update(_metric_columns(list(map(attrgetter("metrics"), kept))))
     columns.update(_extra_columns(list(map(attrgetter("extras"), kept))))
+    errors = list(map(attrgetter("error"), kept))
+    if any(error is not None for error in errors):
+        # Optuna's name for why a trial failed; here the error itself, the traceback's last line.
+        reasons = np.empty(len(errors), dtype=object)
+        reasons[:] = [None if error is None else error.strip().splitlines()[-1] for error in errors]
+        columns["system_attrs_fail_reason"] = reasons
     columns.update(
         {
             "state": state,
@@ -619,9 +631,19 @@ def format_report(
     lines += ["", f"Best {len(best_rows)} distinct configuration(s) of {n_complete} completed evaluations"]
     if len(best_rows):
         params = [c for c in frame.columns if c.startswith("params_")]
-        shown = best_rows[["number", "value", "island", "worker", "generation", *params]]
+        metrics = [c for c in metric_columns(frame) if best_rows[c].notna().any()]
+        shown = best_rows[["number", "value", *metrics, "island", "worker", "generation", *params]]
         shown = shown.set_axis(
-            ["number", "loss", "island", "worker", "generation", *(c[7:] for c in params)], axis=1
+            [
+                "number",
+                "loss",
+                *(c[len("user_attrs_") :] for c in metrics),
+                "island",
+                "worker",
+                "generation",
+                *(c[len("params_") :] for c in params),
+            ],
+            axis=1,
         )
         shown.insert(0, "#", range(1, len(shown) + 1))
         lines += _indent(shown.to_string(index=False, float_format=_number))
@@ -671,6 +693,54 @@ def format_report(
         table["utilization"] = table["utilization"].map(lambda u: f"{100.0 * u:.1f} %")
         lines += _indent(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return "\n".join(lines) + "\n"
+
+
+def metric_columns(frame: pd.DataFrame) -> list[str]:
+    """Return the frame's columns of metrics (``user_attrs_<name>`` holding numbers, not free-form data)."""
+    return [c for c in frame.columns if c.startswith("user_attrs_") and frame[c].dtype.kind == "f"]
+
+
+def interim_losses(individuals: Iterable[Individual]) -> pd.DataFrame:
+    """Return the interim losses of the evaluations of a generator loss function, one row per step.
+
+    A checkpoint keeps an evaluation's learning curve only when its worker ran a surrogate that records
+    curves (:class:`~propulate.surrogate.StaticSurrogate`, :class:`~propulate.surrogate.LogLinearSurrogate`,
+    :class:`~propulate.surrogate.DynamicSurrogate`: its ``surrogate_data["curve"]``); other evaluations have
+    no rows. Copies made by migration carry their original's curve and are left out by joining on ``uid``
+    with the frame of :func:`to_dataframe`.
+
+    Parameters
+    ----------
+    individuals : iterable of Individual
+        E.g. ``checkpoint.population``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``uid`` (int), ``step`` (int, 0 for the first interim loss) and ``loss`` (float).
+
+    Raises
+    ------
+    ImportError
+        If pandas is not installed.
+    """
+    pd = _pandas()
+    uids: list[int] = []
+    curves: list[Sequence[float]] = []
+    for ind in individuals:
+        data = ind.surrogate_data
+        if isinstance(data, Mapping) and isinstance(data.get("curve"), Sequence) and data["curve"]:
+            uids.append(ind.uid)
+            curves.append(data["curve"])
+    lengths = np.fromiter(map(len, curves), dtype=np.int64, count=len(curves))
+    starts = np.cumsum(lengths) - lengths
+    return pd.DataFrame(
+        {
+            "uid": np.repeat(np.array(uids, dtype=np.int64), lengths),
+            "step": np.arange(int(lengths.sum())) - np.repeat(starts, lengths),
+            "loss": np.array([value for curve in curves for value in curve], dtype=np.float64),
+        }
+    )
 
 
 def _number(x: float) -> str:

@@ -167,3 +167,46 @@ def test_compact_keeps_every_evaluation(run, tmp_path):
     )
     assert "nothing to merge" in cli("compact", str(copy)).stdout
     assert cli("compact", str(tmp_path / "empty")).returncode == 1
+
+
+def test_report_lists_the_metrics(run):
+    done = cli("report", str(run), "--top", "3")
+    assert done.returncode == 0, messages(done.stderr)
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:3] == ["#", "number", "loss"])
+    assert lines[header].split()[3] == "accuracy"
+    loss, accuracy = (float(v) for v in lines[header + 1].split()[2:4])
+    assert accuracy == pytest.approx(1.0 / (1.0 + loss), rel=1e-4)
+
+
+def test_report_html(run, tmp_path):
+    pytest.importorskip("plotly")
+    target = tmp_path / "report.html"
+    done = cli("report", str(run), "--html", str(target))
+    assert done.returncode == 0, messages(done.stderr)
+    assert f"wrote {target}" in done.stdout
+    text = target.read_text()
+    found = dict(re.findall(r'<section id="([a-z-]+)">(.*?)</section>', text, flags=re.DOTALL))
+    assert list(found) == [
+        "best-loss",
+        "top",
+        "parallel",
+        "parameters",
+        "timeline",
+        "migration",
+        "interim",
+        "failures",
+    ]
+    for key in ("best-loss", "parallel", "parameters", "timeline", "migration", "interim"):
+        assert 'class="plotly-graph-div"' in found[key], key
+    assert "<th>accuracy</th>" in found["top"]
+    truth = json.loads((run / "truth.json").read_text())
+    failed = sum(r["loss"] is None for r in truth)
+    assert (
+        f"{failed:,} failed evaluation(s)" in found["failures"] if failed else "No evaluation failed" in text
+    )
+    assert not re.search(r"<script[^>]*\ssrc=", text)
+    # The same checkpoint gives the same file.
+    again = tmp_path / "again.html"
+    assert cli("report", str(run), "--html", str(again)).returncode == 0
+    assert again.read_text() == text

@@ -243,6 +243,7 @@ def test_report_text(population):
         "#",
         "number",
         "loss",
+        "accuracy",  # the loss function's metrics right after the loss
         "island",
         "worker",
         "generation",
@@ -250,7 +251,7 @@ def test_report_text(population):
         "act",
         "layers",
     ]
-    assert lines[table + 2].split() == ["1", "4", "0.125", "0", "1", "1", "0.001", "tanh", "8"]
+    assert lines[table + 2].split() == ["1", "4", "0.125", "0.9", "0", "1", "1", "0.001", "tanh", "8"]
     assert re.search(r"^ +COMPLETE +3$", report, re.MULTILINE) and re.search(
         r"^ +FAIL +1$", report, re.MULTILINE
     )

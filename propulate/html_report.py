@@ -1,0 +1,570 @@
+"""The report of a run as one self-contained HTML file (``python -m propulate report --html FILE``).
+
+The file needs no server and fetches nothing when opened: plotly.js is embedded once, inline, and every
+figure is a plotly figure (interactive: zoom, hover, hide a series by clicking its legend entry). Its
+sections, each an element with a stable ``id`` holding a plotly figure or a table:
+
+``best-loss``
+    The best loss so far against finished evaluations and against wall-clock time while running.
+``top``
+    The best distinct configurations with their metrics (the ``user_attrs_<name>`` columns).
+``parallel``
+    Parallel coordinates of the parameters, each line one completed evaluation colored by its loss.
+``parameters``
+    The loss against each parameter; logarithmic axes for parameters declared with ``log=True``.
+``timeline``
+    Each worker's evaluations over time, one segment per evaluation colored by its state; consecutive
+    evaluations of a worker alternate in shade, so back-to-back ones stay apart.
+``migration``
+    How many individuals moved from each island to each other one (from ``migration_history``).
+``interim``
+    The interim losses of generator loss functions, pruned runs marked where they were stopped. A checkpoint
+    holds them only when the run used a surrogate that records learning curves
+    (:func:`propulate.results.interim_losses`).
+``failures``
+    The failed evaluations: when, where, the error each failed with (``system_attrs_fail_reason``), and
+    with which parameters.
+
+Figures with many points are thinned to at most :data:`MAX_POINTS` per figure (the best evaluations always
+kept, the rest a seeded random choice, so the file is the same every time it is built from the same
+checkpoint) and drawn with WebGL (``Scattergl``): the report of 100,000 evaluations builds in a few seconds
+(``benchmarks/report_html.py``). plotly is an optional dependency (``pip install "propulate[report]"``).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Sequence
+from itertools import pairwise
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .plotting import _running_clock
+from .results import best, metric_columns, status_counts, time_unit
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["MAX_POINTS", "SECTIONS", "build_html", "write_html"]
+
+#: Most points (or lines, or timeline segments) drawn in one figure.
+MAX_POINTS = 20_000
+#: Most interim-loss curves drawn, and most failures listed.
+MAX_CURVES = 2_000
+MAX_FAILURES = 200
+#: Section ids, in the order of the page, with their headings.
+SECTIONS = {
+    "best-loss": "Best loss so far",
+    "top": "Top configurations",
+    "parallel": "Parameters of the completed evaluations",
+    "parameters": "Loss against each parameter",
+    "timeline": "Worker timeline",
+    "migration": "Migration between islands",
+    "interim": "Interim losses",
+    "failures": "Failures",
+}
+COLORS = {"COMPLETE": "#1f77b4", "PRUNED": "#ff7f0e", "FAIL": "#d62728"}
+# A lighter shade of each, for every other evaluation of a worker on the timeline.
+LIGHT = {"COMPLETE": "#7fb3da", "PRUNED": "#ffbf86", "FAIL": "#eb9393"}
+LABELS = {"COMPLETE": "completed", "PRUNED": "pruned", "FAIL": "failed"}
+CONFIG = {"displaylogo": False, "responsive": True}
+STYLE = """
+body { font-family: sans-serif; margin: 1.5em auto; max-width: 1200px; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0; }
+th, td { border-bottom: 1px solid #ddd; padding: 0.2em 0.6em; text-align: right; }
+th { background: #f3f3f3; }
+section { margin-bottom: 2em; }
+.note { color: #555; font-size: 0.9em; }
+"""
+
+
+def _plotly() -> Any:
+    try:
+        import plotly.graph_objects as go
+    except ImportError as err:
+        raise ImportError(
+            'the HTML report needs plotly; install it with: pip install "propulate[report]"'
+        ) from err
+    return go
+
+
+def _thin(n: int, keep_first: np.ndarray | None = None, limit: int = MAX_POINTS, seed: int = 0) -> np.ndarray:
+    """Return sorted indices of at most ``limit`` of ``n`` items: ``keep_first`` and a random choice."""
+    if n <= limit:
+        return np.arange(n)
+    kept = np.unique(keep_first if keep_first is not None else np.zeros(0, dtype=np.int64))[:limit]
+    rest = np.setdiff1d(np.arange(n), kept)
+    chosen = np.random.default_rng(seed).choice(rest, size=limit - len(kept), replace=False)
+    return np.sort(np.concatenate((kept, chosen)))
+
+
+def _figure_html(fig: Any, section: str) -> str:
+    # A fixed div id: the same checkpoint gives the same file.
+    return str(fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"{section}-plot", config=CONFIG))
+
+
+def _table(frame: pd.DataFrame) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    rows = []
+    for values in frame.itertuples(index=False, name=None):
+        cells = "".join(f"<td>{html.escape(_cell(v))}</td>" for v in values)
+        rows.append(f"<tr>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float | np.floating):
+        return "" if np.isnan(value) else f"{value:.6g}"
+    return str(value)
+
+
+def _message(fig: Any, text: str) -> None:
+    fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+
+
+def _best_loss(frame: pd.DataFrame, go: Any) -> str:
+    from plotly.subplots import make_subplots
+
+    _, end, _ = _running_clock(frame)
+    done = np.flatnonzero(~np.isnan(end))
+    done = done[np.argsort(end[done], kind="stable")]
+    states = frame["state"].to_numpy()[done]
+    losses = frame["value"].to_numpy(dtype=np.float64)[done]
+    best_so_far = np.fmin.accumulate(np.where(states == "COMPLETE", losses, np.inf)) if len(done) else losses
+    scale, unit = time_unit(float(np.nanmax(end)) if len(done) else 0.0)
+    fig = make_subplots(
+        rows=1, cols=2, shared_yaxes=True, subplot_titles=("against evaluations", "against time")
+    )
+    if not np.isfinite(losses).any():
+        _message(fig, "no loss to show: no evaluation completed")
+        return _figure_html(fig, "best-loss")
+    # The points where the best loss improves, and the last one: the step line, exactly.
+    improved = np.flatnonzero(np.r_[True, best_so_far[1:] < best_so_far[:-1]] & np.isfinite(best_so_far))
+    steps = np.unique(np.r_[improved, len(done) - 1])
+    shown = _thin(len(done), keep_first=improved)
+    for col, x in ((1, np.arange(1, len(done) + 1)), (2, end[done] / scale)):
+        for state in ("COMPLETE", "PRUNED"):
+            mask = shown[states[shown] == state]
+            fig.add_trace(
+                go.Scattergl(
+                    x=x[mask],
+                    y=losses[mask],
+                    mode="markers",
+                    marker={"color": COLORS[state], "size": 4, "opacity": 0.5},
+                    name=LABELS[state],
+                    legendgroup=state,
+                    showlegend=col == 1,
+                ),
+                row=1,
+                col=col,
+            )
+        fig.add_trace(
+            go.Scatter(
+                x=x[steps],
+                y=np.where(np.isfinite(best_so_far[steps]), best_so_far[steps], np.nan),
+                mode="lines",
+                line={"shape": "hv", "color": "black", "width": 2},
+                name="best loss so far",
+                legendgroup="best",
+                showlegend=col == 1,
+            ),
+            row=1,
+            col=col,
+        )
+    fig.update_xaxes(title_text="finished evaluations (in order of completion)", row=1, col=1)
+    fig.update_xaxes(title_text=f"wall-clock time while running [{unit}]", row=1, col=2)
+    fig.update_yaxes(title_text="loss (lower is better)", row=1, col=1)
+    finite = losses[np.isfinite(losses)]
+    if finite.min() > 0 and finite.max() > 10 * finite.min():
+        fig.update_yaxes(type="log")
+    fig.update_layout(height=450)
+    return _figure_html(fig, "best-loss")
+
+
+def _axis_values(
+    frame: pd.DataFrame, column: str, space: dict[str, Any]
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """Return a parameter's values as numbers, and how to label them (categories, log scale)."""
+    values = frame[column]
+    domain = space.get(column[len("params_") :])
+    if values.dtype.name == "category":
+        return values.cat.codes.to_numpy(dtype=np.float64), {
+            "categories": [str(c) for c in values.cat.categories]
+        }
+    if values.dtype == object:
+        choices = list(dict.fromkeys(map(str, values)))
+        index = {c: i for i, c in enumerate(choices)}
+        return np.array([index[str(v)] for v in values], dtype=np.float64), {"categories": choices}
+    return values.to_numpy(dtype=np.float64), {"log": isinstance(domain, dict) and bool(domain.get("log"))}
+
+
+def _parallel(frame: pd.DataFrame, go: Any) -> str:
+    complete = frame.index[frame["state"] == "COMPLETE"].to_numpy()
+    fig = go.Figure()
+    params = [c for c in frame.columns if c.startswith("params_")]
+    if not len(complete) or not params:
+        _message(fig, "no completed evaluation")
+        return _figure_html(fig, "parallel")
+    losses = frame["value"].to_numpy(dtype=np.float64)[complete]
+    rows = complete[_thin(len(complete), keep_first=np.argsort(losses, kind="stable")[: MAX_POINTS // 10])]
+    space = frame.attrs.get("search_space", {})
+    dimensions = []
+    for column in params:
+        values, how = _axis_values(frame, column, space)
+        values = values[rows]
+        label = column[len("params_") :]
+        if "categories" in how:
+            ticks = {"tickvals": list(range(len(how["categories"]))), "ticktext": how["categories"]}
+            dimensions.append({"label": label, "values": values, **ticks})
+        elif how["log"]:
+            exponents = np.arange(np.floor(np.log10(values.min())), np.ceil(np.log10(values.max())) + 1)
+            ticks = {"tickvals": exponents.tolist(), "ticktext": [f"{10**e:g}" for e in exponents]}
+            dimensions.append({"label": f"{label} (log)", "values": np.log10(values), **ticks})
+        else:
+            dimensions.append({"label": label, "values": values})
+    shown = frame["value"].to_numpy(dtype=np.float64)[rows]
+    dimensions.append({"label": "loss", "values": shown})
+    # Colors up to the 90th percentile: a few very bad runs would wash out the rest.
+    line = {"color": shown, "colorscale": "Viridis_r", "cmin": float(shown.min())}
+    line |= {
+        "cmax": float(np.percentile(shown, 90)),
+        "showscale": True,
+        "colorbar": {"title": {"text": "loss"}},
+    }
+    fig.add_trace(go.Parcoords(line=line, dimensions=dimensions))
+    fig.update_layout(height=450)
+    return _figure_html(fig, "parallel")
+
+
+def _parameters(frame: pd.DataFrame, go: Any) -> str:
+    from plotly.subplots import make_subplots
+
+    params = [c for c in frame.columns if c.startswith("params_")]
+    ncols = min(3, max(len(params), 1))
+    nrows = max(-(-len(params) // ncols), 1)
+    names = [c[len("params_") :] for c in params]
+    fig = make_subplots(rows=nrows, cols=ncols, shared_yaxes=True, subplot_titles=names or None)
+    states = frame["state"].to_numpy()
+    losses = frame["value"].to_numpy(dtype=np.float64)
+    finished = np.flatnonzero(np.isin(states, ("COMPLETE", "PRUNED")))
+    if not len(finished) or not params:
+        _message(fig, "no loss to show")
+        return _figure_html(fig, "parameters")
+    rows = finished[_thin(len(finished), keep_first=np.argsort(losses[finished])[: MAX_POINTS // 10])]
+    jitter = np.random.default_rng(0).uniform(-0.2, 0.2, size=len(rows))
+    space = frame.attrs.get("search_space", {})
+    for k, column in enumerate(params):
+        row, col = k // ncols + 1, k % ncols + 1
+        values, how = _axis_values(frame, column, space)
+        x = values[rows]
+        if "categories" in how or frame[column].dtype.kind in "iu":
+            x = x + jitter  # equal values side by side rather than on top of each other
+        for state in ("COMPLETE", "PRUNED"):
+            mask = states[rows] == state
+            fig.add_trace(
+                go.Scattergl(
+                    x=x[mask],
+                    y=losses[rows][mask],
+                    mode="markers",
+                    marker={"color": COLORS[state], "size": 4, "opacity": 0.5},
+                    name=LABELS[state],
+                    legendgroup=state,
+                    showlegend=k == 0,
+                ),
+                row=row,
+                col=col,
+            )
+        if "categories" in how:
+            fig.update_xaxes(
+                tickvals=list(range(len(how["categories"]))), ticktext=how["categories"], row=row, col=col
+            )
+        elif how["log"]:
+            fig.update_xaxes(type="log", row=row, col=col)
+    fig.update_yaxes(title_text="loss", col=1)
+    finite = losses[np.isfinite(losses)]
+    if finite.min() > 0 and finite.max() > 10 * finite.min():
+        fig.update_yaxes(type="log")
+    fig.update_layout(height=320 * nrows)
+    return _figure_html(fig, "parameters")
+
+
+def _timeline(frame: pd.DataFrame, go: Any) -> str:
+    start, end, _ = _running_clock(frame)
+    fig = go.Figure()
+    done = np.flatnonzero(~np.isnan(end))
+    if not len(done):
+        _message(fig, "no finished evaluation")
+        return _figure_html(fig, "timeline")
+    # The latest evaluations when there are too many to draw.
+    done = done[np.argsort(end[done], kind="stable")][-MAX_POINTS:]
+    workers = frame[["island", "worker"]].to_numpy()
+    keys = sorted({(int(i), int(w)) for i, w in workers[done]})
+    row_of = {key: r for r, key in enumerate(keys)}
+    rows = np.array([row_of[(int(i), int(w))] for i, w in workers[done]])
+    # Every other evaluation of a worker (by start) in a lighter shade.
+    by_start = np.lexsort((start[done], rows))
+    parity = np.empty(len(done), dtype=np.int64)
+    parity[by_start] = np.arange(len(done)) % 2
+    scale, unit = time_unit(float(end[done].max()))
+    states = frame["state"].to_numpy()[done]
+    numbers = frame["number"].to_numpy()[done]
+    losses = frame["value"].to_numpy(dtype=np.float64)[done]
+    for state in ("COMPLETE", "PRUNED", "FAIL"):
+        for shade, colors in ((0, COLORS), (1, LIGHT)):
+            chosen = np.flatnonzero((states == state) & (parity == shade))
+            if not len(chosen):
+                continue
+            # One segment per evaluation, separated by gaps (NaN).
+            x = np.column_stack(
+                (start[done][chosen] / scale, end[done][chosen] / scale, np.full(len(chosen), np.nan))
+            )
+            y = np.repeat(rows[chosen], 3).astype(np.float64)
+            custom = np.repeat(np.column_stack((numbers[chosen], losses[chosen])), 3, axis=0)
+            fig.add_trace(
+                go.Scattergl(
+                    x=x.ravel(),
+                    y=y,
+                    customdata=custom,
+                    mode="lines",
+                    line={"color": colors[state], "width": 12},
+                    name=LABELS[state],
+                    legendgroup=state,
+                    showlegend=shade == 0 or not (parity[states == state] == 0).any(),
+                    hovertemplate=f"evaluation %{{customdata[0]}}: {LABELS[state]}, "
+                    "loss %{customdata[1]:.6g}"
+                    "<extra></extra>",
+                )
+            )
+    labels = [f"island {i}, worker {w}" for i, w in keys]
+    fig.update_yaxes(tickvals=list(range(len(keys))), ticktext=labels, autorange="reversed")
+    fig.update_xaxes(title_text=f"wall-clock time while running [{unit}]")
+    fig.update_layout(height=min(max(200 + 30 * len(keys), 300), 1500))
+    return _figure_html(fig, "timeline")
+
+
+def migration_counts(frame: pd.DataFrame) -> np.ndarray:
+    """Return how many moves went from island ``i`` to island ``j``, shape ``(n_islands, n_islands)``."""
+    islands = int(frame["island"].max()) + 1 if len(frame) else 1
+    counts = np.zeros((islands, islands), dtype=np.int64)
+    travelled = frame["migration_history"].astype(str)
+    for history, times in travelled[travelled.str.contains("-")].value_counts().items():
+        for path in str(history).split():
+            hops = [int(h) for h in path.split("-")]
+            for a, b in pairwise(hops):
+                size = max(a, b) + 1
+                if size > len(counts):
+                    counts = np.pad(counts, (0, size - len(counts)))
+                counts[a, b] += times
+    return counts
+
+
+def _migration(frame: pd.DataFrame, go: Any) -> tuple[str, str]:
+    counts = migration_counts(frame)
+    names = [f"island {i}" for i in range(len(counts))]
+    fig = go.Figure(
+        go.Heatmap(
+            z=counts,
+            x=[f"to {n}" for n in names],
+            y=[f"from {n}" for n in names],
+            colorscale="Blues",
+            texttemplate="%{z}",
+            hovertemplate="%{y} %{x}: %{z} individual(s)<extra></extra>",
+        )
+    )
+    fig.update_yaxes(autorange="reversed")
+    fig.update_layout(height=min(250 + 40 * len(counts), 900))
+    note = (
+        f"{int(counts.sum())} move(s) between {len(counts)} island(s), counted from the evaluations' travels"
+    )
+    if len(counts) == 1:
+        note = "one island: nothing to migrate"
+    return note, _figure_html(fig, "migration")
+
+
+def _interim(frame: pd.DataFrame, interim: pd.DataFrame | None, go: Any) -> tuple[str, str]:
+    fig = go.Figure()
+    curves = None
+    if interim is not None and len(interim):
+        curves = interim.merge(frame[["uid", "number", "state", "value"]], on="uid").sort_values(
+            ["number", "step"]
+        )
+    if curves is None or not len(curves):
+        _message(fig, "no interim losses in this checkpoint")
+        note = (
+            "The checkpoint holds interim losses only for generator loss functions run with a surrogate that "
+            "records learning curves (StaticSurrogate, LogLinearSurrogate, DynamicSurrogate)."
+        )
+        return note, _figure_html(fig, "interim")
+    runs = curves.drop_duplicates("number")
+    order = np.argsort(runs["value"].to_numpy(dtype=np.float64), kind="stable")
+    kept = runs["number"].to_numpy()[_thin(len(runs), keep_first=order[: MAX_CURVES // 4], limit=MAX_CURVES)]
+    curves = curves[curves["number"].isin(kept)]
+    for state in ("COMPLETE", "PRUNED", "FAIL"):
+        part = curves[curves["state"] == state]
+        if not len(part):
+            continue
+        # One line per evaluation, separated by gaps (NaN) where the evaluation changes.
+        last = np.r_[part["number"].to_numpy()[1:] != part["number"].to_numpy()[:-1], True]
+        x = np.column_stack((part["step"].to_numpy(dtype=np.float64), np.full(len(part), np.nan)))
+        y = np.column_stack((part["loss"].to_numpy(), np.full(len(part), np.nan)))
+        keep = np.column_stack((np.ones(len(part), dtype=bool), last)).ravel()
+        fig.add_trace(
+            go.Scattergl(
+                x=x.ravel()[keep],
+                y=y.ravel()[keep],
+                mode="lines",
+                line={"color": COLORS[state], "width": 1},
+                opacity=0.4,
+                name=f"{LABELS[state]} runs",
+            )
+        )
+        if state == "PRUNED":
+            stops = part[last]
+            fig.add_trace(
+                go.Scattergl(
+                    x=stops["step"],
+                    y=stops["loss"],
+                    mode="markers",
+                    marker={"symbol": "x", "color": COLORS[state], "size": 6},
+                    name="pruned here",
+                )
+            )
+    fig.update_xaxes(title_text="step (0 is the first interim loss)")
+    fig.update_yaxes(title_text="interim loss")
+    fig.update_layout(height=450)
+    shown = curves["number"].nunique()
+    note = f"{shown:,} of {len(runs):,} learning curves shown (the best ones and a random choice)"
+    return note if shown < len(runs) else f"{shown:,} learning curves", _figure_html(fig, "interim")
+
+
+def _failures(frame: pd.DataFrame) -> str:
+    failed = frame[frame["state"] == "FAIL"]
+    if not len(failed):
+        return "<p>No evaluation failed.</p>"
+    params = [c for c in frame.columns if c.startswith("params_")]
+    # The error each failed with (a checkpoint written before errors were stored has none).
+    reason = ["system_attrs_fail_reason"] if "system_attrs_fail_reason" in frame.columns else []
+    shown = failed[["number", "datetime_complete", "island", "worker", "generation", *reason, *params]].head(
+        MAX_FAILURES
+    )
+    shown = shown.assign(datetime_complete=shown["datetime_complete"].dt.strftime("%Y-%m-%d %H:%M:%S"))
+    shown = shown.set_axis(
+        [
+            "number",
+            "failed at (UTC)",
+            "island",
+            "worker",
+            "generation",
+            *(["error"] if reason else []),
+            *(c[len("params_") :] for c in params),
+        ],
+        axis=1,
+    )
+    more = f" (the first {MAX_FAILURES} listed)" if len(failed) > MAX_FAILURES else ""
+    where = (
+        "Each failed with the error shown; its traceback is in the log of the rank that ran it and in "
+        "<code>Individual.error</code> of the checkpoint's individuals."
+        if reason
+        else "This checkpoint stores no error messages (written before they were stored): each failure is "
+        "logged with its traceback by the rank that ran it."
+    )
+    return f"<p>{len(failed):,} failed evaluation(s){more}. {where}</p>" + _table(shown)
+
+
+def build_html(
+    frame: pd.DataFrame,
+    interim: pd.DataFrame | None = None,
+    title: str = "propulate report",
+    notes: Sequence[str] = (),
+    top: int = 10,
+) -> str:
+    """Return the report as one self-contained HTML document.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        What :func:`propulate.results.to_dataframe` returned.
+    interim : pandas.DataFrame, optional
+        What :func:`propulate.results.interim_losses` returned for the same individuals.
+    title : str
+        The page's title and first heading.
+    notes : sequence of str
+        Lines to show under the title (e.g. the run's configuration).
+    top : int >= 1
+        How many of the best distinct configurations to list.
+
+    Returns
+    -------
+    str
+        The HTML text; the same for the same arguments.
+
+    Raises
+    ------
+    ImportError
+        If plotly or pandas is not installed.
+    ValueError
+        If ``top`` is not a positive integer.
+    """
+    go = _plotly()
+    from plotly.offline import get_plotlyjs
+
+    best_rows = best(frame, top)
+    metrics = metric_columns(frame)
+    params = [c for c in frame.columns if c.startswith("params_")]
+    top_table = best_rows[["number", "value", *metrics, "island", "worker", "generation", *params]]
+    top_table = top_table.set_axis(
+        [
+            "number",
+            "loss",
+            *(c[len("user_attrs_") :] for c in metrics),
+            "island",
+            "worker",
+            "generation",
+            *(c[len("params_") :] for c in params),
+        ],
+        axis=1,
+    )
+    counts = status_counts(frame)
+    summary = ", ".join(f"{int(n):,} {state}" for state, n in counts.items() if n)
+    migration_note, migration = _migration(frame, go)
+    interim_note, interim_plot = _interim(frame, interim, go)
+    bodies = {
+        "best-loss": _best_loss(frame, go),
+        "top": _table(top_table) if len(top_table) else "<p>No evaluation completed.</p>",
+        "parallel": _parallel(frame, go),
+        "parameters": _parameters(frame, go),
+        "timeline": _timeline(frame, go),
+        "migration": f'<p class="note">{html.escape(migration_note)}</p>{migration}',
+        "interim": f'<p class="note">{html.escape(interim_note)}</p>{interim_plot}',
+        "failures": _failures(frame),
+    }
+    sections = "\n".join(
+        f'<section id="{key}"><h2>{html.escape(SECTIONS[key])}</h2>\n{body}\n</section>'
+        for key, body in bodies.items()
+    )
+    lines = "".join(f"<p class='note'>{html.escape(line)}</p>" for line in notes)
+    # "</script" inside the library would end its script element early.
+    plotly_js = get_plotlyjs().replace("</script", "<\\/script")
+    return (
+        "<!DOCTYPE html>\n<html lang='en'>\n<head>\n<meta charset='utf-8'>\n"
+        f"<title>{html.escape(title)}</title>\n<style>{STYLE}</style>\n"
+        f"<script type='text/javascript'>{plotly_js}</script>\n</head>\n<body>\n"
+        f"<h1>{html.escape(title)}</h1>\n{lines}<p>{len(frame):,} evaluations: {html.escape(summary)}</p>\n"
+        f"{sections}\n<script type='application/json' id='report-data'>"
+        f"{json.dumps({'evaluations': len(frame), 'states': {k: int(v) for k, v in counts.items()}})}"
+        "</script>\n</body>\n</html>\n"
+    )
+
+
+def write_html(
+    frame: pd.DataFrame, path: str | Path, interim: pd.DataFrame | None = None, **kwargs: Any
+) -> Path:
+    """Write :func:`build_html` to ``path`` (UTF-8) and return it; ``kwargs`` go to :func:`build_html`."""
+    path = Path(path)
+    path.write_text(build_html(frame, interim, **kwargs), encoding="utf-8")
+    return path
