@@ -14,7 +14,7 @@ have them. Run it with::
 
     mpiexec -n 4 python tutorials/cmaes_example.py --function rosenbrock --adapter active --generations 200
 
-``--pop_size`` is not used: CMA-ES picks ``lambda = max(4 + floor(3 ln n), ceil(4 sqrt(W)))`` for ``n``
+There is no ``--pop-size``: CMA-ES picks ``lambda = max(4 + floor(3 ln n), ceil(4 sqrt(W)))`` for ``n``
 parameters and ``W`` workers. The log goes to ``<checkpoint>/cmaes_example.log``; the best individuals
 are logged at the end, and the first rank prints the run's best loss and parameters.
 """
@@ -31,7 +31,12 @@ from propulate.utils.benchmark_functions import get_function_search_space, parse
 
 if __name__ == "__main__":
     comm = MPI.COMM_WORLD
-    config, _ = parse_arguments(comm)  # --function, --adapter basic|active, --generations, --seed, ...
+    config, _ = parse_arguments(
+        comm,
+        groups=("function", "cmaes"),
+        checkpoint=f"./checkpoints/{pathlib.Path(__file__).stem}",
+        description=__doc__.splitlines()[0],
+    )
     pathlib.Path(config.checkpoint).mkdir(parents=True, exist_ok=True)
     set_logger_config(
         level=config.logging_level,

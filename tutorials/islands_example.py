@@ -1,10 +1,10 @@
 """Minimize a benchmark function with several islands that exchange individuals.
 
-The ranks are split into ``--num_islands`` islands, each evolving its own population asynchronously. With
-probability ``--migration_probability`` per round, an island sends its best ``--num_migrants`` individuals to
+The ranks are split into ``--num-islands`` islands, each evolving its own population asynchronously. With
+probability ``--migration-probability`` per round, an island sends its best ``--num-migrants`` individuals to
 every other island: moved (migration) by default, copied with ``--pollination``. Run it with::
 
-    mpiexec -n 4 python tutorials/islands_example.py --generations 20 --num_islands 2 --checkpoint ./run
+    mpiexec -n 4 python tutorials/islands_example.py --generations 20 --num-islands 2 --checkpoint ./run
 
 The log goes to ``<checkpoint>/islands_example.log``; the best individuals of each island are logged at
 the end, and the first rank prints the run's best loss and parameters.
@@ -23,7 +23,12 @@ from propulate.utils.benchmark_functions import get_function_search_space, parse
 
 if __name__ == "__main__":
     comm = MPI.COMM_WORLD
-    config, _ = parse_arguments(comm)
+    config, _ = parse_arguments(
+        comm,
+        groups=("function", "ga", "islands", "migrants"),
+        checkpoint=f"./checkpoints/{pathlib.Path(__file__).stem}",
+        description=__doc__.splitlines()[0],
+    )
     pathlib.Path(config.checkpoint).mkdir(parents=True, exist_ok=True)
     set_logger_config(
         level=config.logging_level,

@@ -1,15 +1,15 @@
 """Evaluate each individual on several ranks at once (multi-rank workers).
 
-Every worker is ``--ranks_per_worker`` consecutive ranks. All ranks of a worker receive the same parameters
+Every worker is ``--ranks-per-worker`` consecutive ranks. All ranks of a worker receive the same parameters
 and the worker's communicator; here each rank adds up the squares of its share of the coordinates of a
 sphere function and the shares are summed over the worker, as a data-parallel training step would average its
 gradients. The same pattern carries over to PyTorch DDP. Run it with::
 
-    mpiexec -n 4 python tutorials/multi_rank_workers_example.py --generations 20 --ranks_per_worker 2
+    mpiexec -n 4 python tutorials/multi_rank_workers_example.py --generations 20 --ranks-per-worker 2
 
-The log goes to ``<checkpoint>/multi_rank_workers_example.log``, where ``--checkpoint`` is the working
-directory by default; the best individuals are logged at the end, and the first rank prints the run's best
-loss and parameters.
+Checkpoints and the log, ``multi_rank_workers_example.log``, go to ``--checkpoint``, by default
+``./checkpoints/multi_rank_workers_example``; the best individuals are logged at the end, and the first rank
+prints the run's best loss and parameters.
 """
 
 import pathlib
@@ -40,7 +40,12 @@ def parallel_sphere(params: Mapping[str, float], comm: MPI.Comm = MPI.COMM_SELF)
 
 if __name__ == "__main__":
     comm = MPI.COMM_WORLD
-    config, _ = parse_arguments(comm)
+    config, _ = parse_arguments(
+        comm,
+        groups=("ga", "islands", "migrants", "workers"),
+        checkpoint=f"./checkpoints/{pathlib.Path(__file__).stem}",
+        description=__doc__.splitlines()[0],
+    )
     pathlib.Path(config.checkpoint).mkdir(parents=True, exist_ok=True)
     set_logger_config(
         level=config.logging_level,

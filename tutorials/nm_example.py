@@ -22,7 +22,12 @@ from propulate.utils.benchmark_functions import get_function_search_space, parse
 
 if __name__ == "__main__":
     comm = MPI.COMM_WORLD
-    config, _ = parse_arguments(comm)
+    config, _ = parse_arguments(
+        comm,
+        groups=("function",),
+        checkpoint=f"./checkpoints/{pathlib.Path(__file__).stem}",
+        description=__doc__.splitlines()[0],
+    )
     pathlib.Path(config.checkpoint).mkdir(parents=True, exist_ok=True)
     set_logger_config(
         level=config.logging_level, log_file=f"{config.checkpoint}/{pathlib.Path(__file__).stem}.log"

@@ -6,9 +6,9 @@ it and tells all other workers the result, without waiting for anyone. Choose th
 
     mpiexec -n 4 python tutorials/propulator_example.py --generations 20 --function rosenbrock
 
-The log goes to ``<checkpoint>/propulator_example.log``, where ``--checkpoint`` is the working directory by
-default; the best individuals are logged at the end, and the first rank prints the run's best loss and
-parameters.
+Checkpoints and the log, ``propulator_example.log``, go to ``--checkpoint``, by default
+``./checkpoints/propulator_example`` (each tutorial has its own folder, so none resumes another's run); the
+best individuals are logged at the end, and the first rank prints the run's best loss and parameters.
 """
 
 import pathlib
@@ -22,7 +22,12 @@ from propulate.utils.benchmark_functions import get_function_search_space, parse
 
 if __name__ == "__main__":
     comm = MPI.COMM_WORLD
-    config, _ = parse_arguments(comm)
+    config, _ = parse_arguments(
+        comm,
+        groups=("function", "ga"),
+        checkpoint=f"./checkpoints/{pathlib.Path(__file__).stem}",
+        description=__doc__.splitlines()[0],
+    )
     pathlib.Path(config.checkpoint).mkdir(parents=True, exist_ok=True)
     set_logger_config(
         level=config.logging_level,

@@ -8,14 +8,14 @@ Nobody waits for a swarm-wide iteration: a particle always uses the newest resul
 Choose the update rule with ``--variant``:
 
 - ``Basic``: inertia weight ``--inertia`` with coefficients ``--cognitive`` and ``--social``;
-- ``VelocityClamping``: as Basic, with speeds capped at ``--clamping_factor`` times each range;
+- ``VelocityClamping``: as Basic, with speeds capped at ``--clamping-factor`` times each range;
 - ``Constriction``: Clerc and Kennedy's constriction coefficient instead of an inertia weight;
 - ``Canonical``: constriction plus a speed cap of one range per dimension.
 
 Constriction needs ``cognitive + social > 4``; unless you give them, both default to 2.05 for the last two
-variants. With ``--num_islands`` > 1 the swarm is split into islands that exchange particles. Run it with::
+variants. With ``--num-islands`` > 1 the swarm is split into islands that exchange particles. Run it with::
 
-    mpiexec -n 4 python tutorials/pso_example.py --function rosenbrock --generations 200 --num_islands 1
+    mpiexec -n 4 python tutorials/pso_example.py --function rosenbrock --generations 200 --num-islands 1
 
 The log goes to ``<checkpoint>/pso_example.log``; the best individuals are logged at the end, and the
 first rank prints the run's best loss and parameters.
@@ -40,7 +40,12 @@ from propulate.utils.benchmark_functions import get_function_search_space, parse
 
 if __name__ == "__main__":
     comm = MPI.COMM_WORLD
-    config, hp_set = parse_arguments(comm)
+    config, hp_set = parse_arguments(
+        comm,
+        groups=("function", "pso", "islands"),
+        checkpoint=f"./checkpoints/{pathlib.Path(__file__).stem}",
+        description=__doc__.splitlines()[0],
+    )
     pathlib.Path(config.checkpoint).mkdir(parents=True, exist_ok=True)
     set_logger_config(
         level=config.logging_level,

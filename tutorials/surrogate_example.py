@@ -56,7 +56,15 @@ from mnist_data import prepare_mnist  # tutorials/ is on the path when this runs
 from mpi4py import MPI
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler
-from torch_ddp_example import LIMITS, build_network, epoch_decay, load_mnist, train_epoch, validate
+from torch_ddp_example import (
+    LIMITS,
+    build_network,
+    check_ranks_fit,
+    epoch_decay,
+    load_mnist,
+    train_epoch,
+    validate,
+)
 
 from propulate import Individual, Islands, Status
 from propulate.surrogate import (
@@ -75,9 +83,11 @@ SURROGATES = ("static", "loglinear", "dynamic", "none")
 VALIDATION_BATCH_SIZE = 500
 
 
-def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    """Read the command line (``argv``, default ``sys.argv[1:]``)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def parse_arguments(argv: list[str] | None = None, comm: MPI.Comm = MPI.COMM_WORLD) -> argparse.Namespace:
+    """Read the command line (``argv``, default ``sys.argv[1:]``); check that ``comm`` fills whole workers."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument("--surrogate", default="static", choices=SURROGATES, help="early-stopping rule")
     parser.add_argument(
         "--margin",
@@ -95,9 +105,11 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--data-root",
         default=None,
         help="folder holding MNIST/raw (e.g. ../shared/data); an empty folder downloads MNIST there; "
-        "default: the slice bundled in tutorials/data",
+        "None: the slice bundled in tutorials/data",
     )
-    parser.add_argument("--checkpoint", default="./checkpoints/surrogate_example", help="checkpoint folder")
+    parser.add_argument(
+        "--checkpoint", default="./checkpoints/surrogate_example", help="folder for checkpoints and the log"
+    )
     parser.add_argument(
         "--method",
         default="auto",
@@ -106,13 +118,13 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--batch-size", type=int, default=32, help="training batch size per rank")
     parser.add_argument(
-        "--train-batches", type=int, default=None, help="training batches per epoch and rank (default: all)"
+        "--train-batches", type=int, default=None, help="training batches per epoch and rank; None: all"
     )
     parser.add_argument(
         "--val-batches",
         type=int,
         default=None,
-        help=f"validation batches of {VALIDATION_BATCH_SIZE} images per epoch and rank (default: all)",
+        help=f"validation batches of {VALIDATION_BATCH_SIZE} images per epoch and rank; None: all",
     )
     parser.add_argument("--top-n", type=int, default=3, help="number of best individuals to print")
     parser.add_argument("--verbosity", type=int, default=1, help="debug level of Propulate's own logging")
@@ -125,6 +137,7 @@ def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"--{name.replace('_', '-')} must be >= 1 or left out, got {getattr(args, name)}")
     if not 0 < args.margin <= 1:
         parser.error(f"--margin must be in (0, 1], got {args.margin}")
+    check_ranks_fit(parser, args.ranks_per_worker, comm)
     return args
 
 
@@ -254,9 +267,9 @@ def report(
 
 def main() -> None:
     """Run the search and print its outcome on world rank 0."""
-    args = parse_arguments()
-    torch.set_num_threads(1)  # several ranks share each core
     comm = MPI.COMM_WORLD
+    args = parse_arguments(comm=comm)
+    torch.set_num_threads(1)  # several ranks share each core
     set_logger_config(level=logging.INFO, log_file=str(Path(args.checkpoint) / "surrogate_example.log"))
     data_root = prepare_mnist(args.data_root, comm)
 

@@ -42,6 +42,7 @@ import argparse
 import functools
 import logging
 import random
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
@@ -71,14 +72,31 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "sigmoid": nn.Sigmoi
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
 
 
-def parse_arguments() -> argparse.Namespace:
-    """Read the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def check_ranks_fit(parser: argparse.ArgumentParser, ranks_per_worker: int, comm: MPI.Comm) -> None:
+    """Exit with status 2 on every rank, rank 0 saying why, unless the ranks of ``comm`` fill workers."""
+    if ranks_per_worker >= 1 and comm.size % ranks_per_worker == 0:
+        return
+    if comm.rank == 0:
+        if ranks_per_worker < 1:
+            parser.error(f"--ranks-per-worker must be >= 1, got {ranks_per_worker}")
+        parser.error(
+            f"--ranks-per-worker {ranks_per_worker} does not divide the {comm.size} rank(s) of this job: "
+            f"start a multiple of {ranks_per_worker} ranks (mpiexec -n {ranks_per_worker} ...), or pass "
+            "--ranks-per-worker 1 to train each network on one rank"
+        )
+    sys.exit(2)
+
+
+def parse_arguments(comm: MPI.Comm = MPI.COMM_WORLD) -> argparse.Namespace:
+    """Read the command line and check that the ranks of ``comm`` fill whole workers."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     parser.add_argument(
         "--data-root",
         default=None,
         help="folder holding MNIST/raw (e.g. ../shared/data); an empty folder downloads MNIST there; "
-        "default: the slice bundled in tutorials/data",
+        "None: the slice bundled in tutorials/data",
     )
     parser.add_argument("--generations", type=int, default=8, help="individuals evaluated per worker")
     parser.add_argument("--epochs", type=int, default=1, help="training epochs per individual")
@@ -92,11 +110,15 @@ def parse_arguments() -> argparse.Namespace:
         choices=("auto", "gloo", "nccl-slurm", "nccl-openmpi"),
         help="how each worker creates its torch.distributed group (auto: NCCL with CUDA, else gloo)",
     )
-    parser.add_argument("--checkpoint", default="./checkpoints/torch_ddp", help="checkpoint folder")
+    parser.add_argument(
+        "--checkpoint", default="./checkpoints/torch_ddp", help="folder for checkpoints and the log"
+    )
     parser.add_argument("--batch-size", type=int, default=32, help="training batch size per rank")
     parser.add_argument("--top-n", type=int, default=3, help="number of best individuals to report")
     parser.add_argument("--verbosity", type=int, default=1, help="debug level of Propulate's own logging")
-    return parser.parse_args()
+    args = parser.parse_args()
+    check_ranks_fit(parser, args.ranks_per_worker, comm)
+    return args
 
 
 @functools.lru_cache(maxsize=1)
@@ -211,9 +233,9 @@ def make_loss_fn(args: argparse.Namespace, data_root: str) -> Callable[[Mapping,
 
 def main() -> None:
     """Run the search and print the best individuals on world rank 0."""
-    args = parse_arguments()
-    torch.set_num_threads(1)  # several ranks share each core
     comm = MPI.COMM_WORLD
+    args = parse_arguments(comm)
+    torch.set_num_threads(1)  # several ranks share each core
     set_logger_config(level=logging.INFO, log_file=str(Path(args.checkpoint) / "torch_ddp.log"))
     data_root = prepare_mnist(args.data_root, comm)
 

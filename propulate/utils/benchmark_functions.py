@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -481,11 +482,32 @@ class _RecordExplicit(argparse.Action):
 
 
 class _RootArgumentParser(argparse.ArgumentParser):
-    """An argument parser that prints help and errors on rank 0 only; every rank still exits."""
+    """An argument parser that prints help and errors on rank 0 only; every rank still exits.
+
+    Options are spelled with dashes (``--pop-size``); Propulate 1.2.2's spellings with underscores
+    (``--pop_size``) are accepted as aliases without being listed in ``--help``.
+    """
 
     def __init__(self, comm: MPI.Comm, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.rank = comm.rank
+
+    def _dashed(self, arg: str) -> str:
+        """Return ``arg`` with an underscore spelling of a known option (``--pop_size=4``) in dashes."""
+        if not arg.startswith("--") or "_" not in arg:
+            return arg
+        option, equals, value = arg.partition("=")
+        dashed = option.replace("_", "-")
+        return dashed + equals + value if dashed in self._option_string_actions else arg
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        given = sys.argv[1:] if args is None else list(args)
+        # Arguments after "--" are positional values, never options.
+        end = given.index("--") if "--" in given else len(given)
+        dashed = [self._dashed(arg) for arg in given[:end]] + given[end:]
+        return super().parse_known_args(dashed, namespace)
 
     def print_usage(self, file: Any = None) -> None:
         if self.rank == 0:
@@ -536,153 +558,179 @@ def _logging_level(text: str) -> int:
     return level
 
 
+# The option groups of parse_arguments, by name: the options each adds (as attribute names).
+_OPTION_GROUPS: dict[str, tuple[str, ...]] = {
+    "function": ("function",),
+    "ga": ("pop_size", "crossover_probability", "mutation_probability", "random_init_probability"),
+    "islands": ("num_islands", "migration_probability", "pollination"),
+    "migrants": ("num_migrants",),
+    "pso": ("variant", "inertia", "cognitive", "social", "clamping_factor"),
+    "cmaes": ("adapter",),
+    "workers": ("ranks_per_worker",),
+}
+
+
 def parse_arguments(
-    comm: MPI.Comm = MPI.COMM_WORLD, args: list[str] | None = None
+    comm: MPI.Comm = MPI.COMM_WORLD,
+    args: list[str] | None = None,
+    *,
+    groups: Sequence[str] | None = None,
+    checkpoint: str = "./",
+    description: str = "Run a Propulate optimization of a benchmark function.",
 ) -> tuple[argparse.Namespace, dict[str, bool]]:
     """Parse the command line shared by the tutorials.
+
+    Options are spelled with dashes (``--pop-size``, as ``--help`` lists them); the spellings of Propulate
+    1.2.2 with underscores (``--pop_size``) are accepted too. ``--help`` shows every default.
 
     Parameters
     ----------
     comm : MPI.Comm
-        The communicator of the job; its size sets the default ``--pop_size`` (twice the number of ranks) and
+        The communicator of the job; its size sets the default ``--pop-size`` (twice the number of ranks) and
         only its rank 0 prints help and errors.
     args : list[str], optional
         The arguments to parse; ``sys.argv[1:]`` by default.
+    groups : Sequence[str], optional
+        The option groups to offer besides the common options (``--generations``, ``--seed``,
+        ``--verbosity``, ``--checkpoint``, ``--top-n``, ``--logging-interval``, ``--logging-level``), among
+        ``function`` (``--function``), ``ga`` (``--pop-size`` and the three probabilities of the default
+        propagator), ``islands`` (``--num-islands``, ``--migration-probability``, ``--pollination``),
+        ``migrants`` (``--num-migrants``), ``pso`` (``--variant``, ``--inertia``, ``--cognitive``,
+        ``--social``, ``--clamping-factor``), ``cmaes`` (``--adapter``) and ``workers``
+        (``--ranks-per-worker``). By default all of them, as in 1.2.2; a tutorial names those it uses, so that
+        its ``--help`` lists nothing else and any other option is an error.
+    checkpoint : str
+        The default of ``--checkpoint``, the folder for checkpoints and log files.
+    description : str
+        The first line of ``--help``.
 
     Returns
     -------
     config : argparse.Namespace
-        The options, named as on the command line without the leading dashes.
+        The options, named as on the command line without the leading dashes and with underscores
+        (``config.pop_size``); only those of the chosen groups and the common ones.
     hp_set : dict[str, bool]
         For ``inertia``, ``cognitive`` and ``social``: whether the user gave the option explicitly, so that a
         particle-swarm variant can tell its own defaults from the user's choice.
 
     Raises
     ------
+    ValueError
+        If ``groups`` names a group not listed above.
     SystemExit
         On ``--help`` or an invalid option (every rank exits with status 2, rank 0 prints the error).
     """
+    chosen = list(_OPTION_GROUPS) if groups is None else list(groups)
+    unknown = sorted(set(chosen) - set(_OPTION_GROUPS))
+    if unknown:
+        raise ValueError(f"groups: unknown {unknown}; choose from {', '.join(_OPTION_GROUPS)}")
+    offered = {name for group in chosen for name in _OPTION_GROUPS[group]}
     given: set[str] = set()
     parser = _RootArgumentParser(
-        comm,
-        description="Run a Propulate optimization of a benchmark function.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        comm, description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     probability = _float_in(0.0, 1.0)
     non_negative = _float_in(0.0)
 
-    parser.add_argument(
-        "--function", choices=list(_BENCHMARKS), default="sphere", help="benchmark function to minimize"
-    )
-    parser.add_argument(
-        "--generations",
+    def add(name: str, **kwargs: Any) -> None:
+        """Add ``--name`` (in dashes) if it is common or its group was chosen."""
+        grouped = any(name in names for names in _OPTION_GROUPS.values())
+        if not grouped or name in offered:
+            parser.add_argument(f"--{name.replace('_', '-')}", dest=name, **kwargs)
+
+    add("function", choices=list(_BENCHMARKS), default="sphere", help="benchmark function to minimize")
+    add(
+        "generations",
         type=_int_at_least(-1),
         default=1000,
         help="generations per worker; -1 runs until stopped",
     )
-    parser.add_argument("--seed", type=int, default=0, help="base seed; each rank adds its rank to it")
-    parser.add_argument(
-        "--verbosity", type=_int_at_least(-1), default=1, help="debug level of the optimizer's output"
-    )
-    parser.add_argument("--checkpoint", type=str, default="./", help="folder for checkpoints and log files")
-    parser.add_argument(
-        "--pop_size",
+    add("seed", type=int, default=0, help="base seed; each rank adds its rank to it")
+    add("verbosity", type=_int_at_least(-1), default=1, help="debug level of the optimizer's output")
+    add("checkpoint", type=str, default=checkpoint, help="folder for checkpoints and log files")
+    add(
+        "pop_size",
         type=_int_at_least(1),
         default=2 * comm.size,
         help="breeding pool size; twice the number of ranks unless given",
     )
-    parser.add_argument(
-        "--crossover_probability",
+    add(
+        "crossover_probability",
         type=probability,
         default=0.7,
         help="share of a child's parameters taken from its first parent (uniform crossover), in [0, 1]",
     )
-    parser.add_argument(
-        "--mutation_probability",
+    add(
+        "mutation_probability",
         type=probability,
         default=0.4,
         help="probability of redrawing one parameter (point mutation), in [0, 1]",
     )
-    parser.add_argument(
-        "--random_init_probability",
+    add(
+        "random_init_probability",
         type=probability,
         default=0.1,
         help="probability of breeding a fresh random individual, in [0, 1]",
     )
-    parser.add_argument(
-        "--top_n", type=_int_at_least(1), default=1, help="number of best individuals to summarize"
+    add("top_n", type=_int_at_least(1), default=1, help="number of best individuals to summarize")
+    add(
+        "logging_interval", type=_int_at_least(1), default=10, help="log progress every this many generations"
     )
-    parser.add_argument(
-        "--logging_interval",
-        type=_int_at_least(1),
-        default=10,
-        help="log progress every this many generations",
-    )
-    parser.add_argument(
-        "--logging_level",
+    add(
+        "logging_level",
         type=_logging_level,
         default=logging.INFO,
         help="logging level, as a number or a name (DEBUG, INFO, ...)",
     )
-    parser.add_argument("--num_islands", type=_int_at_least(1), default=2, help="number of islands")
-    parser.add_argument(
-        "--migration_probability",
+    add("num_islands", type=_int_at_least(1), default=2, help="number of islands")
+    add(
+        "migration_probability",
         type=probability,
         default=0.9,
         help="probability per island and generation of a migration event, in [0, 1]",
     )
-    parser.add_argument(
-        "--num_migrants",
+    add(
+        "num_migrants",
         type=_int_at_least(0),
         default=1,
         help="individuals each island sends to every other island per migration event",
     )
-    parser.add_argument(
-        "--pollination",
+    add(
+        "pollination",
         action="store_true",
         help="send copies (pollination) instead of moving individuals (migration)",
     )
-    parser.add_argument(
-        "--variant",
+    add(
+        "variant",
         choices=["Basic", "VelocityClamping", "Constriction", "Canonical"],
         default="Basic",
         help="particle-swarm variant",
     )
-    parser.add_argument(
-        "--inertia",
-        type=float,
-        default=0.729,
-        action=_RecordExplicit,
-        given=given,
-        help="particle-swarm inertia weight",
-    )
-    parser.add_argument(
-        "--cognitive",
+    pso_coefficient: dict[str, Any] = {"action": _RecordExplicit, "given": given}
+    add("inertia", type=float, default=0.729, help="particle-swarm inertia weight", **pso_coefficient)
+    add(
+        "cognitive",
         type=non_negative,
         default=1.49445,
-        action=_RecordExplicit,
-        given=given,
         help="particle-swarm cognitive coefficient c_cognitive, >= 0",
+        **pso_coefficient,
     )
-    parser.add_argument(
-        "--social",
+    add(
+        "social",
         type=non_negative,
         default=1.49445,
-        action=_RecordExplicit,
-        given=given,
         help="particle-swarm social coefficient c_social, >= 0",
+        **pso_coefficient,
     )
-    parser.add_argument(
-        "--clamping_factor",
+    add(
+        "clamping_factor",
         type=_float_in(0.0),
         default=0.6,
         help="velocity-clamping factor: maximum velocity as a fraction of each range, >= 0",
     )
-    parser.add_argument(
-        "--adapter", choices=["basic", "active"], default="basic", help="CMA-ES covariance adapter"
-    )
-    parser.add_argument(
-        "--ranks_per_worker",
+    add("adapter", choices=["basic", "active"], default="basic", help="CMA-ES covariance adapter")
+    add(
+        "ranks_per_worker",
         type=_int_at_least(1),
         default=2,
         help="MPI ranks that evaluate one individual together (multi-rank workers)",
