@@ -4,7 +4,9 @@ Build it from the repository root with warnings as errors, as CI does::
 
     python -m sphinx -W --keep-going -b html docs docs/_build/html
 
-Only Sphinx's own extensions and numpydoc are used, and nothing is downloaded: the build works offline.
+Besides Sphinx's own extensions, numpydoc renders the docstrings, furo is the theme and
+``sphinx-mathjax-offline`` copies MathJax into the build, so that formulas render without network access (an
+offline login node). Nothing is downloaded, neither by the build nor by the built pages.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ extensions = [
     "sphinx.ext.mathjax",
     "sphinx.ext.viewcode",
     "numpydoc",
+    # Points MathJax at a copy under _static/mathjax instead of a CDN; the module name has dashes.
+    "sphinx-mathjax-offline",
 ]
 
 exclude_patterns = ["_build"]
@@ -51,10 +55,11 @@ autodoc_preserve_defaults = True
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 
-html_theme = "alabaster"
+html_theme = "pydata_sphinx_theme"
 html_title = f"propulate {release}"
-html_static_path: list[str] = []
-html_theme_options = {
-    "description": "Asynchronous, MPI-native evolutionary hyperparameter optimization for HPC clusters",
-    "fixed_sidebar": True,
-}
+html_static_path = ["_static"]
+html_css_files = ["propulate.css"]
+# The pages are few: the top bar lists them, so the left sidebar goes and code gets its width; the right one
+# keeps the page's own table of contents.
+html_sidebars: dict[str, list[str]] = {"**": []}
+html_theme_options = {"navbar_align": "left", "show_toc_level": 2}

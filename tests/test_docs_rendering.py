@@ -1,0 +1,131 @@
+"""The built documentation reads well in a real browser without network: code fits, formulas render.
+
+The docs are built once (as CI does, ``python -m sphinx -W -b html docs OUT``) and opened from disk in
+headless Chromium, driven by Playwright, at 1280 px width with the network switched off, as on an offline
+login node. Chromium comes from the distribution (Debian's ``chromium-headless-shell`` or ``chromium``, which
+``.ci/run`` installs); set ``PROPULATE_CHROMIUM`` to use another binary. Without a browser or Playwright the
+tests are skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BUILD_TIMEOUT = 300
+VIEWPORT = {"width": 1280, "height": 900}
+#: The distribution's binaries, lightest first.
+CHROMIUM_NAMES = ("chromium-headless-shell", "chromium", "chromium-browser")
+#: A script or style sheet loaded from the network: ``<script src="http...">``, ``<link href="//...">``.
+REMOTE_ASSET = re.compile(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(?:https?:)?//[^\"]*\"[^>]*>")
+
+
+def _chromium() -> str:
+    """Return the Chromium binary to use, or skip the test."""
+    given = os.environ.get("PROPULATE_CHROMIUM")
+    if given:
+        return given
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip(f"no Chromium on PATH (looked for {', '.join(CHROMIUM_NAMES)}; .ci/run installs one)")
+
+
+@pytest.fixture(scope="module")
+def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the docs once for this module and return the HTML folder."""
+    pytest.importorskip("sphinx")
+    out = tmp_path_factory.mktemp("docs") / "html"
+    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", str(out)]
+    build = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    assert build.returncode == 0, f"sphinx-build -W failed:\n{build.stderr[-6000:]}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Yield headless Chromium, launched once for this module."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    executable = _chromium()
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable)
+        yield chromium
+        chromium.close()
+
+
+def _open_offline(browser: Any, page_file: Path) -> tuple[Any, list[str]]:
+    """Open ``page_file`` at 1280 px with the network off; return the page and a list that fills with the
+    URLs of requests that left the disk or failed."""
+    context = browser.new_context(viewport=VIEWPORT, offline=True)
+    page = context.new_page()
+    escaped: list[str] = []
+
+    def note(request: Any) -> None:
+        if not request.url.startswith("file:"):
+            escaped.append(request.url)
+
+    page.on("request", note)
+    page.on("requestfailed", lambda request: escaped.append(f"{request.url} (failed)"))
+    page.goto(page_file.as_uri(), wait_until="load")
+    return page, escaped
+
+
+def test_no_page_loads_scripts_or_styles_from_the_network(html: Path) -> None:
+    remote = {
+        f"{page.relative_to(html)}: {tag}"
+        for page in html.rglob("*.html")
+        for tag in REMOTE_ASSET.findall(page.read_text(encoding="utf-8"))
+    }
+    assert not remote, "pages reference remote scripts or styles:\n" + "\n".join(sorted(remote))
+
+
+@pytest.mark.parametrize("page_name", ["getting_started.html", "index.html"])
+def test_quickstart_code_fits_without_sideways_scroll(html: Path, browser: Any, page_name: str) -> None:
+    page, escaped = _open_offline(browser, html / page_name)
+    widths = page.evaluate(
+        """() => [...document.querySelectorAll("div.highlight pre")].map(pre => ({
+            first: pre.textContent.split("\\n")[0],
+            scroll: pre.scrollWidth,
+            client: pre.clientWidth,
+        }))"""
+    )
+    page.context.close()
+    assert any("import" in block["first"] for block in widths), f"no Python code block on {page_name}"
+    scrolling = [block for block in widths if block["scroll"] > block["client"]]
+    assert not scrolling, f"code blocks on {page_name} scroll sideways at 1280 px: {scrolling}"
+    assert not escaped, f"{page_name} tried the network: {escaped}"
+
+
+def test_formulas_on_the_scaling_page_render_offline(html: Path, browser: Any) -> None:
+    page, escaped = _open_offline(browser, html / "scaling.html")
+    # MathJax 3 resolves this promise once it has typeset the page; without MathJax it never exists.
+    typeset = page.evaluate(
+        """async () => {
+            for (let i = 0; i < 100 && !(window.MathJax && MathJax.startup && MathJax.startup.promise); i++) {
+                await new Promise(resolve => setTimeout(resolve, 100));
+            }
+            if (!(window.MathJax && MathJax.startup && MathJax.startup.promise)) return false;
+            await MathJax.startup.promise;
+            return true;
+        }"""
+    )
+    formulas = page.evaluate("() => document.querySelectorAll('.math').length")
+    rendered = page.evaluate("() => document.querySelectorAll('.math mjx-container').length")
+    text = page.evaluate("() => document.body.innerText")
+    page.context.close()
+    assert typeset, "MathJax did not load on scaling.html without network"
+    assert formulas > 0, "scaling.html has no formulas to check"
+    assert rendered == formulas, f"{rendered} of {formulas} formulas rendered by MathJax"
+    raw = [marker for marker in ("\\(", "\\[", "$$", "\\begin{") if marker in text]
+    assert not raw, f"raw LaTeX visible on scaling.html: {raw}"
+    assert not escaped, f"scaling.html tried the network: {escaped}"
