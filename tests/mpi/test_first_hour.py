@@ -2,7 +2,8 @@
 
 Each test failed before the change it checks: a finished run resumed logged nothing about it (finding 1), a
 run whose every evaluation failed exited 0 with twelve full tracebacks and no counts (2), a Ctrl-C was
-announced by every rank and one island was said to pollinate (4).
+announced by every rank, one island was said to pollinate, and the progress line left out what the
+island's other workers had finished meanwhile (4).
 """
 
 from __future__ import annotations
@@ -65,3 +66,12 @@ def test_one_island_is_not_said_to_migrate_or_pollinate(mpirun, tmp_path):
     two = mpirun(PROGRAM, 2, "ok", str(tmp_path / "two"), "2", "2", timeout=60).stdout
     (layout,) = lines_with(two, "Islands: 2 ranks")
     assert re.search(r"pollination with probability 0\.9\.$", layout), layout
+
+
+def test_the_progress_line_counts_what_the_islands_peers_finished_meanwhile(mpirun, tmp_path):
+    """Rank 0 evaluates for a second while rank 1 finishes all three of its evaluations: rank 0's first line
+    counts them (it used to say 1/6, taking in its peer's results only when it bred next)."""
+    env = {"PROPULATE_PROGRESS_INTERVAL": "0.001"}
+    out = mpirun(PROGRAM, 2, "lag", str(tmp_path), "3", timeout=60, env=env).stdout
+    first = lines_with(out, "Progress: ")[0]
+    assert "Progress: 4/6 evaluations" in first, out

@@ -4,7 +4,9 @@ Usage: ``first_hour.py MODE CHECKPOINT GENERATIONS [NUM_ISLANDS]`` with MODE one
 
 - ``ok``: a cheap loss that never fails;
 - ``fail``: a loss that always raises (``on_failure="continue"``); every rank prints ``RAISED <type>``;
-- ``signal``: every rank sends itself SIGINT in its second evaluation, as ``mpiexec`` forwards a Ctrl-C.
+- ``signal``: every rank sends itself SIGINT in its second evaluation, as ``mpiexec`` forwards a Ctrl-C;
+- ``lag``: rank 0's evaluations take a second, the others' nothing, and a progress line follows each
+  generation (``PROPULATE_PROGRESS_INTERVAL=0.001``).
 
 Every rank logs to standard output with its rank as prefix, so the test counts how many ranks said what.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 from mpi4py import MPI
 
@@ -33,6 +36,8 @@ def loss(params):
         raise ValueError("this loss always fails")
     if mode == "signal" and calls == 2:
         os.kill(os.getpid(), signal.SIGINT)
+    if mode == "lag" and MPI.COMM_WORLD.rank == 0:
+        time.sleep(1.0)
     return params["x"]
 
 
