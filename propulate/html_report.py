@@ -25,9 +25,10 @@ sections, each an element with a stable ``id`` holding a plotly figure or a tabl
     The failed evaluations: when, where, the error each failed with (``system_attrs_fail_reason``), and
     with which parameters.
 
-Figures with many points are thinned to at most :data:`MAX_POINTS` per figure (the best evaluations always
-kept, the rest a seeded random choice, so the file is the same every time it is built from the same
-checkpoint) and drawn with WebGL (``Scattergl``): the report of 100,000 evaluations builds in a few seconds
+Figures with many points are thinned to at most :data:`MAX_POINTS` per figure and the parallel coordinates
+to :data:`MAX_LINES` lines (the best evaluations always kept, the rest a seeded random choice, so the file
+is the same every time it is built from the same checkpoint) and drawn with WebGL (``Scattergl``): the
+report of 100,000 evaluations builds in about 4 s and renders in about 4 s on two cores
 (``benchmarks/report_html.py``). plotly is an optional dependency (``pip install "propulate[report]"``).
 """
 
@@ -48,10 +49,13 @@ from .results import best, metric_columns, status_counts, time_unit
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MAX_POINTS", "SECTIONS", "build_html", "write_html"]
+__all__ = ["MAX_LINES", "MAX_POINTS", "SECTIONS", "build_html", "write_html"]
 
 #: Most points (or lines, or timeline segments) drawn in one figure.
-MAX_POINTS = 20_000
+MAX_POINTS = 10_000
+#: Most lines in the parallel-coordinates figure: each is drawn in full, and 20,000 of them took Chromium
+#: 4 to 5 s to draw on two cores (the rest of a 100,000-evaluation report: about 3 s).
+MAX_LINES = 1_000
 #: Most interim-loss curves drawn, and most failures listed.
 MAX_CURVES = 2_000
 MAX_FAILURES = 200
@@ -211,7 +215,8 @@ def _parallel(frame: pd.DataFrame, go: Any) -> str:
         _message(fig, "no completed evaluation")
         return _figure_html(fig, "parallel")
     losses = frame["value"].to_numpy(dtype=np.float64)[complete]
-    rows = complete[_thin(len(complete), keep_first=np.argsort(losses, kind="stable")[: MAX_POINTS // 10])]
+    best = np.argsort(losses, kind="stable")[: MAX_LINES // 5]
+    rows = complete[_thin(len(complete), keep_first=best, limit=MAX_LINES)]
     space = frame.attrs.get("search_space", {})
     dimensions = []
     for column in params:

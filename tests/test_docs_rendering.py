@@ -2,16 +2,12 @@
 
 The docs are built once (as CI does, ``python -m sphinx -W -b html docs OUT``) and opened from disk in
 headless Chromium, driven by Playwright, at 1280 px width with the network switched off, as on an offline
-login node. Chromium comes from the distribution (Debian's ``chromium-headless-shell`` or ``chromium``, which
-``.ci/run`` installs); set ``PROPULATE_CHROMIUM`` to use another binary. Without a browser or Playwright the
-tests are skipped.
+login node (``tests/browser.py``). Without a browser or Playwright the tests are skipped.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,25 +16,12 @@ from typing import Any
 
 import pytest
 
+from .browser import launch, open_offline
+
 REPO = Path(__file__).resolve().parents[1]
 BUILD_TIMEOUT = 300
-VIEWPORT = {"width": 1280, "height": 900}
-#: The distribution's binaries, lightest first.
-CHROMIUM_NAMES = ("chromium-headless-shell", "chromium", "chromium-browser")
 #: A script or style sheet loaded from the network: ``<script src="http...">``, ``<link href="//...">``.
 REMOTE_ASSET = re.compile(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(?:https?:)?//[^\"]*\"[^>]*>")
-
-
-def _chromium() -> str:
-    """Return the Chromium binary to use, or skip the test."""
-    given = os.environ.get("PROPULATE_CHROMIUM")
-    if given:
-        return given
-    for name in CHROMIUM_NAMES:
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip(f"no Chromium on PATH (looked for {', '.join(CHROMIUM_NAMES)}; .ci/run installs one)")
 
 
 @pytest.fixture(scope="module")
@@ -55,29 +38,8 @@ def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """Yield headless Chromium, launched once for this module."""
-    sync_api = pytest.importorskip("playwright.sync_api")
-    executable = _chromium()
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=executable)
+    with launch() as chromium:
         yield chromium
-        chromium.close()
-
-
-def _open_offline(browser: Any, page_file: Path) -> tuple[Any, list[str]]:
-    """Open ``page_file`` at 1280 px with the network off; return the page and a list that fills with the
-    URLs of requests that left the disk or failed."""
-    context = browser.new_context(viewport=VIEWPORT, offline=True)
-    page = context.new_page()
-    escaped: list[str] = []
-
-    def note(request: Any) -> None:
-        if not request.url.startswith("file:"):
-            escaped.append(request.url)
-
-    page.on("request", note)
-    page.on("requestfailed", lambda request: escaped.append(f"{request.url} (failed)"))
-    page.goto(page_file.as_uri(), wait_until="load")
-    return page, escaped
 
 
 def test_no_page_loads_scripts_or_styles_from_the_network(html: Path) -> None:
@@ -91,7 +53,7 @@ def test_no_page_loads_scripts_or_styles_from_the_network(html: Path) -> None:
 
 @pytest.mark.parametrize("page_name", ["getting_started.html", "index.html"])
 def test_quickstart_code_fits_without_sideways_scroll(html: Path, browser: Any, page_name: str) -> None:
-    page, escaped = _open_offline(browser, html / page_name)
+    page, escaped = open_offline(browser, html / page_name)
     widths = page.evaluate(
         """() => [...document.querySelectorAll("div.highlight pre")].map(pre => ({
             first: pre.textContent.split("\\n")[0],
@@ -107,7 +69,7 @@ def test_quickstart_code_fits_without_sideways_scroll(html: Path, browser: Any, 
 
 
 def test_formulas_on_the_scaling_page_render_offline(html: Path, browser: Any) -> None:
-    page, escaped = _open_offline(browser, html / "scaling.html")
+    page, escaped = open_offline(browser, html / "scaling.html")
     # MathJax 3 resolves this promise once it has typeset the page; without MathJax it never exists.
     typeset = page.evaluate(
         """async () => {

@@ -10,11 +10,37 @@ from pathlib import Path
 
 import pytest
 
+from ..browser import launch, open_offline
+
 REPO = Path(__file__).resolve().parents[2]
 LAUNCH_CHECK = Path(__file__).parent / "programs" / "launch_check.py"
 # Variables of launchers that may surround the test run itself; the launches below set their own.
 LAUNCHER_PREFIXES = ("SLURM_", "PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_")
 LAUNCHER_NAMES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PROPULATE_SKIP_LAUNCH_CHECK")
+#: The sections of the HTML report (``propulate.html_report.SECTIONS``), in the order of the page.
+REPORT_SECTIONS = [
+    "best-loss",
+    "top",
+    "parallel",
+    "parameters",
+    "timeline",
+    "migration",
+    "interim",
+    "failures",
+]
+PLOT_SECTIONS = [name for name in REPORT_SECTIONS if name not in ("top", "failures")]
+# True once each plot section holds a plotly figure that plotly has drawn (its svg.main-svg).
+PLOTS_RENDERED = """sections => sections.every(id =>
+    document.querySelector(`section#${id} .plotly-graph-div svg.main-svg`))"""
+# Per section: its plotly figures, how many of them are drawn, the rows of its tables, its text.
+SECTION_CONTENTS = """() => [...document.querySelectorAll("section[id]")].map(section => ({
+    id: section.id,
+    plots: section.querySelectorAll(".plotly-graph-div").length,
+    rendered: [...section.querySelectorAll(".plotly-graph-div")].filter(
+        div => div.querySelector("svg.main-svg")).length,
+    rows: section.querySelectorAll("table tbody tr").length,
+    text: section.innerText,
+}))"""
 
 pytestmark = [pytest.mark.mpi, pytest.mark.torch]
 
@@ -139,7 +165,8 @@ def test_a_disagreement_seen_by_one_rank_fails_every_rank(mpilaunch) -> None:
 
 
 def test_torch_ddp_tutorial(mpirun, tmp_path: Path) -> None:
-    """The main job in small: 2 workers of 2 DDP ranks, 2 individuals each, on the bundled slice."""
+    """The main job in small: 2 workers of 2 DDP ranks, 2 individuals each, on the bundled slice; then the
+    HTML report of its checkpoint, every section drawn in headless Chromium offline."""
     pytest.importorskip("torchvision")
     result = mpirun(
         REPO / "tutorials" / "torch_ddp_example.py",
@@ -163,3 +190,36 @@ def test_torch_ddp_tutorial(mpirun, tmp_path: Path) -> None:
     ]
     assert len(best) == 2 and all("accuracy" in line for line in best), result.stdout[-2000:]
     assert (tmp_path / "cache" / "mnist-slice" / "MNIST" / "raw" / "train-images-idx3-ubyte").is_file()
+
+    # The run's HTML report, built as a user would, then read from the page Chromium rendered offline.
+    report = tmp_path / "report.html"
+    env = {name: value for name, value in os.environ.items() if not name.startswith(LAUNCHER_PREFIXES)}
+    build = subprocess.run(
+        [sys.executable, "-m", "propulate", "report", str(tmp_path / "checkpoints"), "--html", str(report)],
+        cwd=REPO,
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert build.returncode == 0, build.stdout[-2000:] + build.stderr[-4000:]
+    with launch() as browser:
+        errors: list[str] = []
+        page, escaped = open_offline(browser, report, errors)
+        page.wait_for_function(PLOTS_RENDERED, arg=PLOT_SECTIONS, timeout=30_000)
+        sections = page.evaluate(SECTION_CONTENTS)
+        states = page.evaluate("() => JSON.parse(document.getElementById('report-data').textContent).states")
+        page.context.close()
+    assert not errors, f"the report threw in the browser: {errors}"
+    assert not escaped, f"the report tried the network: {escaped}"
+    assert [section["id"] for section in sections] == REPORT_SECTIONS, sections
+    found = {section["id"]: section for section in sections}
+    for name in PLOT_SECTIONS:
+        assert found[name]["plots"] == found[name]["rendered"] == 1, found[name]
+    assert sum(states.values()) == 4, states
+    assert 1 <= found["top"]["rows"] <= states["COMPLETE"], (states, found["top"])
+    failures = found["failures"]
+    if states.get("FAIL"):
+        assert failures["rows"] == min(states["FAIL"], 200), failures
+    else:
+        assert failures["rows"] == 0 and "No evaluation failed." in failures["text"], failures
