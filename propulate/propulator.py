@@ -287,9 +287,8 @@ class Propulator:
         self._stop_reason: str | None = None  # why this worker stops before its generations are done
         self._abort = False  # the stop is a failure (on_failure="stop"): raise at the end
         self._results: RunResults | None = None  # the run's best, on every rank after propulate()
-        self._errors_seen: set[str] = (
-            set()
-        )  # failures of this worker's evaluations whose traceback was logged
+        # The failures of this worker's evaluations whose traceback was logged (their last lines).
+        self._errors_seen: set[str] = set()
         self._misconfigured = ""  # the error of the last evaluation if a PropulateError: the setup is wrong
         self._stop_conditions = StopConditions(
             self._interruptible, self.grace_period, time_limit, self._tell_worker_of_signal
