@@ -51,8 +51,14 @@ islands = Islands(
     checkpoint_path=checkpoint,
     grace_period=5.0,
 )
+raised = None
 try:
     islands.propulate(debug=1)
 except Exception as err:  # the test reads what was raised
-    print(f"RAISED {type(err).__name__}: {err}", flush=True)
-MPI.COMM_WORLD.Barrier()
+    raised = f"{type(err).__name__}: {err}"
+# One line per rank, printed by rank 0: lines printed by several ranks at once may interleave.
+everyone = MPI.COMM_WORLD.gather(raised)
+if everyone is not None:
+    for rank, text in enumerate(everyone):
+        if text is not None:
+            print(f"RAISED on rank {rank}: {text}", flush=True)
