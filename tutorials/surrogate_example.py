@@ -11,6 +11,9 @@ epochs run (``ind.steps``), and the worker breeds the next individual at once. `
   completed run after epoch ``k`` by more than ``1 / margin - 1`` of it (25 % with ``--margin 0.8``);
 - ``loglinear``: extrapolate the run's curve as ``a + b log(epoch)`` and compare with the best final loss;
 - ``dynamic``: a Gaussian process predicts the final loss (needs scikit-learn; ``--margin`` is not used);
+- ``asha``: asynchronous successive halving (Li et al., MLSys 2020): at epochs 1, ``η``, ``η²``, ... a run
+  continues only if its loss is among the best ``1 / η`` recorded at that epoch by the island's workers
+  (``--eta``, default 3; ``--margin`` is not used);
 - ``none``: every run trains all ``--epochs`` epochs (the baseline that early stopping saves on).
 
 With ``--ranks-per-worker 2`` every worker is two MPI ranks that train one network together with
@@ -72,6 +75,7 @@ from propulate.surrogate import (
     LogLinearSurrogate,
     NullSurrogate,
     StaticSurrogate,
+    SuccessiveHalving,
     Surrogate,
 )
 from propulate.utils import get_default_propagator, set_logger_config
@@ -79,7 +83,7 @@ from propulate.utils.distributed import init_worker_process_group
 
 log = logging.getLogger("propulate")
 
-SURROGATES = ("static", "loglinear", "dynamic", "none")
+SURROGATES = ("static", "loglinear", "dynamic", "asha", "none")
 VALIDATION_BATCH_SIZE = 500
 
 
@@ -94,6 +98,12 @@ def parse_arguments(argv: list[str] | None = None, comm: MPI.Comm = MPI.COMM_WOR
         type=float,
         default=0.8,
         help="static and loglinear: in (0, 1]; 1 cancels any run behind the best, 0.8 tolerates 25 %%",
+    )
+    parser.add_argument(
+        "--eta",
+        type=int,
+        default=3,
+        help="asha: the reduction factor; a rung keeps the best 1/eta of its runs",
     )
     parser.add_argument("--epochs", type=int, default=5, help="training epochs of an individual not pruned")
     parser.add_argument("--generations", type=int, default=8, help="individuals evaluated per worker")
@@ -137,12 +147,17 @@ def parse_arguments(argv: list[str] | None = None, comm: MPI.Comm = MPI.COMM_WOR
             parser.error(f"--{name.replace('_', '-')} must be >= 1 or left out, got {getattr(args, name)}")
     if not 0 < args.margin <= 1:
         parser.error(f"--margin must be in (0, 1], got {args.margin}")
+    if args.eta < 2:
+        parser.error(f"--eta must be >= 2, got {args.eta}")
     check_ranks_fit(parser, args.ranks_per_worker, comm)
     return args
 
 
-def surrogate_factory(name: str, margin: float) -> Callable[[], Surrogate]:
+def surrogate_factory(name: str, margin: float, eta: int = 3, epochs: int = 5) -> Callable[[], Surrogate]:
     """Return the factory of the surrogate called ``name`` (one of :data:`SURROGATES`).
+
+    ``margin`` is the static and log-linear surrogates' tolerance, ``eta`` successive halving's reduction
+    factor, and ``epochs`` its maximum resource (no decision at the last epoch).
 
     Raises
     ------
@@ -153,6 +168,7 @@ def surrogate_factory(name: str, margin: float) -> Callable[[], Surrogate]:
         "static": lambda: StaticSurrogate(margin),
         "loglinear": lambda: LogLinearSurrogate(margin),
         "dynamic": lambda: DynamicSurrogate(LIMITS),
+        "asha": lambda: SuccessiveHalving(min_resource=1, reduction_factor=eta, max_resource=epochs),
         "none": NullSurrogate,
     }
     if name not in factories:
@@ -282,7 +298,7 @@ def main() -> None:
         num_islands=args.num_islands,
         ranks_per_worker=args.ranks_per_worker,
         checkpoint_path=args.checkpoint,
-        surrogate_factory=surrogate_factory(args.surrogate, args.margin),
+        surrogate_factory=surrogate_factory(args.surrogate, args.margin, args.eta, args.epochs),
     )
     start = time.perf_counter()
     islands.propulate(logging_interval=1, debug=args.verbosity)

@@ -63,3 +63,32 @@ def test_surrogate_tutorial(mpirun, tmp_path: Path, ranks: int, ranks_per_worker
             assert ind.status is Status.PRUNED and 1 <= ind.steps <= EPOCHS
         assert 0.0 <= ind.metrics["accuracy"] <= 1.0
     assert (checkpoint / "surrogate_example.log").is_file()
+
+
+def test_surrogate_tutorial_with_successive_halving(mpirun, tmp_path: Path) -> None:
+    """``--surrogate asha --eta 2``: runs stop only at a rung (epochs 1 and 2 of 3), the counts add up."""
+    pytest.importorskip("torchvision")
+    checkpoint = tmp_path / "checkpoint"
+    result = mpirun(
+        REPO / "tutorials" / "surrogate_example.py",
+        2,
+        *("--surrogate", "asha", "--eta", "2", "--epochs", str(EPOCHS), "--generations", str(GENERATIONS)),
+        *("--train-batches", "4", "--val-batches", "1", "--verbosity", "0", "--checkpoint", str(checkpoint)),
+        timeout=150,
+        env={"PROPULATE_DATA_CACHE": str(tmp_path / "cache")},
+        cwd=REPO,
+    )
+    out = result.stdout
+    search = re.search(
+        r"Search with the asha surrogate: (\d+) individuals evaluated, (\d+) completed, (\d+) pruned, "
+        r"(\d+) failed",
+        out,
+    )
+    assert search is not None, out[-3000:]
+    evaluated, completed, pruned, failed = (int(x) for x in search.groups())
+    assert (evaluated, failed) == (2 * GENERATIONS, 0) and completed + pruned == evaluated, out[-3000:]
+    loaded = load_checkpoint(checkpoint)
+    assert loaded is not None
+    for ind in (ind for ind in loaded.population if ind.migration_steps == 0):
+        # Rungs of r_min 1 and eta 2 below the maximum resource of 3 epochs: 1 and 2.
+        assert ind.steps == EPOCHS if ind.status is Status.COMPLETED else ind.steps in (1, 2), ind
