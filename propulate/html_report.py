@@ -43,8 +43,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .plotting import _running_clock
-from .results import best, metric_columns, status_counts, time_unit
+from .plotting import _category_codes, _running_clock
+from .results import best, configuration_table, metric_columns, status_counts, time_unit
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -196,14 +196,9 @@ def _axis_values(
     """Return a parameter's values as numbers, and how to label them (categories, log scale)."""
     values = frame[column]
     domain = space.get(column[len("params_") :])
-    if values.dtype.name == "category":
-        return values.cat.codes.to_numpy(dtype=np.float64), {
-            "categories": [str(c) for c in values.cat.categories]
-        }
-    if values.dtype == object:
-        choices = list(dict.fromkeys(map(str, values)))
-        index = {c: i for i, c in enumerate(choices)}
-        return np.array([index[str(v)] for v in values], dtype=np.float64), {"categories": choices}
+    if values.dtype.name == "category" or values.dtype == object:
+        codes, choices = _category_codes(values, domain)  # in the declared order, as the static plots
+        return codes, {"categories": [str(c) for c in choices]}
     return values.to_numpy(dtype=np.float64), {"log": isinstance(domain, dict) and bool(domain.get("log"))}
 
 
@@ -518,22 +513,7 @@ def build_html(
     go = _plotly()
     from plotly.offline import get_plotlyjs
 
-    best_rows = best(frame, top)
-    metrics = metric_columns(frame)
-    params = [c for c in frame.columns if c.startswith("params_")]
-    top_table = best_rows[["number", "value", *metrics, "island", "worker", "generation", *params]]
-    top_table = top_table.set_axis(
-        [
-            "number",
-            "loss",
-            *(c[len("user_attrs_") :] for c in metrics),
-            "island",
-            "worker",
-            "generation",
-            *(c[len("params_") :] for c in params),
-        ],
-        axis=1,
-    )
+    top_table = configuration_table(frame, best(frame, top), metric_columns(frame))
     counts = status_counts(frame)
     summary = ", ".join(f"{int(n):,} {state}" for state, n in counts.items() if n)
     migration_note, migration = _migration(frame, go)

@@ -95,6 +95,7 @@ __all__ = [
     "NoCheckpointError",
     "best",
     "checkpoint_dataframe",
+    "configuration_table",
     "evaluations_per_hour",
     "format_report",
     "interim_losses",
@@ -488,6 +489,28 @@ def best(frame: pd.DataFrame, n: int = 5, distinct: bool = True) -> pd.DataFrame
     return frame.loc[ranked[:n]]
 
 
+def configuration_table(frame: pd.DataFrame, rows: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """Return ``rows`` of ``frame`` as the reports list configurations.
+
+    The columns: number, loss, the ``metrics`` columns, where each was bred, then the parameters, under
+    their short names (``accuracy``, ``lr``; not ``user_attrs_accuracy``, ``params_lr``).
+    """
+    params = [c for c in frame.columns if c.startswith("params_")]
+    table = rows[["number", "value", *metrics, "island", "worker", "generation", *params]]
+    return table.set_axis(
+        [
+            "number",
+            "loss",
+            *(c[len("user_attrs_") :] for c in metrics),
+            "island",
+            "worker",
+            "generation",
+            *(c[len("params_") :] for c in params),
+        ],
+        axis=1,
+    )
+
+
 def repeated(frame: pd.DataFrame) -> tuple[int, int]:
     """Return how many finished evaluations repeat a configuration evaluated before: on their island, in all.
 
@@ -630,21 +653,8 @@ def format_report(
     n_complete = int((frame["state"] == "COMPLETE").sum())
     lines += ["", f"Best {len(best_rows)} distinct configuration(s) of {n_complete} completed evaluations"]
     if len(best_rows):
-        params = [c for c in frame.columns if c.startswith("params_")]
         metrics = [c for c in metric_columns(frame) if best_rows[c].notna().any()]
-        shown = best_rows[["number", "value", *metrics, "island", "worker", "generation", *params]]
-        shown = shown.set_axis(
-            [
-                "number",
-                "loss",
-                *(c[len("user_attrs_") :] for c in metrics),
-                "island",
-                "worker",
-                "generation",
-                *(c[len("params_") :] for c in params),
-            ],
-            axis=1,
-        )
+        shown = configuration_table(frame, best_rows, metrics)
         shown.insert(0, "#", range(1, len(shown) + 1))
         lines += _indent(shown.to_string(index=False, float_format=_number))
 
