@@ -1,7 +1,9 @@
-"""Successive halving under mpiexec: shared rung records, decisions the island agrees on, resume.
+"""Successive halving under mpiexec: shared rung records, decisions the island agrees on, resume, islands.
 
 The program (programs/asha_run.py) trains known synthetic learning curves with an all-reduce over the worker
 in every epoch, so a worker whose ranks disagreed about stopping would hang and the launch would time out.
+With several islands each keeps rung records of its own, to which immigrants bring the records of their
+evaluations on their home island.
 """
 
 from __future__ import annotations
@@ -62,3 +64,52 @@ def test_rung_records_are_rebuilt_on_resume(mpirun, tmp_path, ranks_per_worker):
     assert longer["logged_decisions_consistent"]
     assert longer["evaluations"] == workers * 14
     assert longer["status"]["PRUNED"] >= first["status"]["PRUNED"]
+
+
+# Exchange between islands: none, migration or pollination, at every generation of a one-worker island.
+EXCHANGES = {
+    "isolated": (),
+    "migration": ("--migration-prob", "1"),
+    "pollination": ("--migration-prob", "1", "--pollination"),
+}
+
+
+@pytest.mark.parametrize("exchange", list(EXCHANGES))
+@pytest.mark.parametrize(("n", "ranks_per_worker"), [(2, 1), (4, 1), (4, 2)])
+def test_each_island_keeps_the_records_of_its_population(mpirun, tmp_path, n, ranks_per_worker, exchange):
+    args = ("--num-islands", "2", "--ranks-per-worker", str(ranks_per_worker), *EXCHANGES[exchange])
+    result = run(mpirun, tmp_path, n, *args)
+    workers = n // ranks_per_worker
+    assert result["workers"] == workers
+    assert result["problems"] == []
+    assert result["same_epochs_in_worker"], "ranks of one worker left an evaluation at different epochs"
+    assert result["epochs_counted"]
+    assert [island["island"] for island in result["islands"]] == [0, 1]
+    for island in result["islands"]:
+        assert island["workers"] == workers // 2, island
+        assert island["records_equal"], f"workers of island {island['island']} hold different rung records"
+        assert island["rebuilt_equal"], f"island {island['island']}: records differ from its population's"
+        assert island["decisions_agree"], f"island {island['island']}: workers see an individual differently"
+        assert island["logged_decisions_consistent"], island
+        assert island["decisions"] > 0, island
+        status = island["status"]
+        assert island["evaluations"] == workers // 2 * GENERATIONS, island
+        assert status["PRUNED"] + status["COMPLETED"] == island["evaluations"], island
+        assert status["PRUNED"] > 0, island
+    if exchange == "isolated":
+        for island in result["islands"]:
+            assert island["immigrants"] == 0, island
+            assert island["foreign_records"] == 0, island
+            # No immigrant has brought a record yet when an island's first run is judged: it completes.
+            assert island["status"]["COMPLETED"] > 0, island
+        assert result["records_disjoint"]
+    else:
+        for island in result["islands"]:
+            assert island["immigrants"] > 0, island
+        # The first emigrant of the run was evaluated on its home island: the island it reaches records it.
+        assert sum(island["foreign_records"] for island in result["islands"]) > 0, result["islands"]
+        assert not result["records_disjoint"]
+        assert result["immigrants_carry_data"], "an immigrant's data differs from its home island's"
+        assert result["immigrants_without_data"] == 0  # bracket 0: every run reaches its first rung
+        # No record exists when the run's first evaluation is judged: it completes.
+        assert result["status"]["COMPLETED"] > 0, result["status"]
