@@ -28,9 +28,11 @@ class Population:
     """All individuals an island's worker knows of, in the order they arrived.
 
     Individuals are identified by their ``uid``. A deactivation may arrive before the individual it
-    concerns (messages from different workers are not ordered); it is then applied on arrival. Only
-    completed evaluations take part in breeding, selection and the summary: a failed individual is kept
-    (it counts as evaluated and travels with the population) but never chosen.
+    concerns (messages from different workers are not ordered); it is then applied on arrival. Completed
+    and pruned evaluations take part in breeding and selection (a pruned one with its last interim loss,
+    as in Propulate 1.2.2, which stores a cancelled individual with that loss); only completed ones count
+    in the summary and as the run's best (:func:`distinct_best`). A failed or interrupted individual is
+    kept (it counts as evaluated and travels with the population) but never chosen.
     """
 
     def __init__(self) -> None:

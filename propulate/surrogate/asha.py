@@ -46,11 +46,12 @@ class SuccessiveHalving(Surrogate):
 
     The rung records are shared by the island's workers: :meth:`data` is the finished run's bracket and its
     losses at the rungs it reached, and :meth:`merge` adds them to this worker's records, keyed by the
-    individual's ``uid`` (so a record merged twice counts once, in any order, and a surrogate rebuilt from
-    the checkpoint has the records it had). A run's own results count in its decisions at once; they enter
-    this worker's records when :meth:`data` is taken after the run, as they enter the other workers'. A
-    failed or interrupted run, whose data is never shared, leaves no record anywhere. The worker's root
-    decides and the worker's other ranks stop with it.
+    individual's ``uid`` (so a record merged twice counts once, in any order, and a surrogate rebuilt from the
+    checkpoint has the records it had). Immigrants bring their record to the island they reach, keyed by the
+    uid of the evaluation itself, so a copy that comes back home counts once. A run's own results count in its
+    decisions at once; they enter this worker's records when :meth:`data` is taken after the run, as they
+    enter the other workers'. A failed or interrupted run, whose data is never shared, leaves no record
+    anywhere. The worker's root decides and the worker's other ranks stop with it.
 
     Parameters
     ----------
