@@ -20,6 +20,7 @@ from .surrogate import Surrogate
 if TYPE_CHECKING:
     from . import propagators
     from .checkpoint import load_checkpoint
+    from .checkpoint.evaluations import EvaluationCheckpoint, evaluation_checkpoint
     from .islands import Islands
     from .migrator import Migrator
     from .pollinator import Pollinator
@@ -33,6 +34,7 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "Categorical",
+    "EvaluationCheckpoint",
     "Float",
     "Individual",
     "Integer",
@@ -43,6 +45,7 @@ __all__ = [
     "Status",
     "Surrogate",
     "__version__",
+    "evaluation_checkpoint",
     "get_default_propagator",
     "load_checkpoint",
     "propagators",
@@ -51,10 +54,12 @@ __all__ = [
 
 # Name -> the module (relative to this package) that defines it.
 _LAZY = {
+    "EvaluationCheckpoint": "checkpoint.evaluations",
     "Islands": "islands",
     "Migrator": "migrator",
     "Pollinator": "pollinator",
     "Propulator": "propulator",
+    "evaluation_checkpoint": "checkpoint.evaluations",
     "get_default_propagator": "utils",
     "load_checkpoint": "checkpoint",
     "set_logger_config": "utils",

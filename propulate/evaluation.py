@@ -3,10 +3,13 @@
 A loss function returns a number, or a mapping with a ``"loss"`` entry and further numbers (metrics such as
 accuracy), or is a generator that yields interim losses (each a number or such a mapping; the last one
 counts). After each interim loss the worker's surrogate may cancel the evaluation: the individual is then
-pruned and keeps that interim loss. With a multi-rank worker the worker's root broadcasts each individual to
-its other ranks, every rank calls ``loss_fn(params, comm)`` with the same individual and the worker's
-communicator, and the value returned on the root counts; after each interim loss the ranks agree, in one
-non-blocking all-reduce, whether to go on, so all of them leave the training loop together.
+pruned and keeps that interim loss. A loss function may keep its state in a folder of its own
+(:func:`propulate.evaluation_checkpoint`): each interim loss then commits what it saved, and an evaluation
+interrupted by the end of a job continues from it in the next (:mod:`propulate.checkpoint.evaluations`).
+With a multi-rank worker the worker's root broadcasts each individual to its other ranks, every rank calls
+``loss_fn(params, comm)`` with the same individual and the worker's communicator, and the value returned on
+the root counts; after each interim loss (and at each explicit commit) the ranks agree, in one non-blocking
+all-reduce, whether to go on, so all of them leave the training loop together.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from .checkpoint.evaluations import EvaluationFolders, Resume
 from .errors import EvaluationInterrupted, PropulateError
 from .individual import Individual, Status
 from .mpi.messaging import Backoff, abandon
@@ -124,6 +128,21 @@ class _Step:
     FAILED = 2  # it raised
     INTERRUPTED = 4  # a stop signal arrived during the step
     CANCELLED = 8  # the surrogate cancelled the run (root only)
+    STOPPED = 16  # the run stops at a commit of its checkpoint folder, which it continues from (root only)
+    #: What ends an evaluation whatever the rest says; at an agreement inside the loss function (a commit),
+    #: a rank that raised or was interrupted takes part with its final agreement.
+    ENDING = EXHAUSTED | FAILED | INTERRUPTED | STOPPED
+
+
+class _Agreed(BaseException):
+    """Raised in the loss function at a commit whose agreement ends the evaluation; carries the flags.
+
+    A ``BaseException``, so that a loss function's ``except Exception`` does not swallow it.
+    """
+
+    def __init__(self, flags: int) -> None:
+        super().__init__(flags)
+        self.flags = flags
 
 
 def make_surrogate(factory: Callable[[], Any] | None) -> Surrogate:
@@ -185,16 +204,16 @@ class WorkerChannel:
         if payload:
             self.comm.Bcast([payload, MPI.BYTE], root=0)
 
-    def send_task(self, ind: Individual) -> None:
-        """Root: start the evaluation of ``ind`` on every rank of the worker."""
-        self._post(_TASK, pickle.dumps(ind, protocol=pickle.HIGHEST_PROTOCOL))
+    def send_task(self, ind: Individual, resume: Resume | None = None) -> None:
+        """Root: start the evaluation of ``ind`` on every rank of the worker, resuming from ``resume``."""
+        self._post(_TASK, pickle.dumps((ind, resume), protocol=pickle.HIGHEST_PROTOCOL))
 
     def send_stop(self) -> None:
         """Root: release the other ranks; the run is over for this worker."""
         self._post(_STOP, b"")
 
-    def next_task(self, check: Callable[[], None]) -> Individual | None:
-        """Other ranks: wait for the next individual; ``None`` when the worker is done.
+    def next_task(self, check: Callable[[], None]) -> tuple[Individual, Resume | None] | None:
+        """Other ranks: wait for the next individual and what it resumes from; ``None``: the worker is done.
 
         ``check`` is called while waiting; what it raises (another rank failed) ends the wait.
         """
@@ -208,7 +227,8 @@ class WorkerChannel:
             return None
         payload = bytearray(size)
         self.comm.Bcast([payload, MPI.BYTE], root=0)
-        return pickle.loads(payload)
+        task: tuple[Individual, Resume | None] = pickle.loads(payload)
+        return task
 
 
 class Evaluator:
@@ -278,24 +298,49 @@ class Evaluator:
         #: Called when the evaluation was interrupted here, to release the worker's other ranks from a
         #: collective operation of the loss function (set by the run).
         self.release: Callable[[], None] = _nothing
+        #: The evaluation folders (set by the run); without them evaluation_checkpoint() is not available.
+        self.folders: EvaluationFolders | None = None
+        #: Whether an evaluation that just committed its state should stop there, given the seconds its
+        #: last step took: a stop is under way, or the next step would run into the time limit (set by the
+        #: run).
+        self.stop_soon: Callable[[float], bool] = _never_within
+        self._run: _Run | None = None  # the evaluation under way
         if self.multi_rank and not _takes_communicator(loss_fn):
             raise TypeError(
                 "loss_fn: with several ranks per worker it is called as loss_fn(params, comm), "
                 "but it takes a single positional argument"
             )
 
-    def __call__(self, ind: Individual) -> Evaluation:
-        """Evaluate ``ind`` on the worker's root (with the worker's other ranks); never raises."""
-        return self._evaluate(ind, root=True)
+    def __call__(self, ind: Individual, resume: Resume | None = None) -> Evaluation:
+        """Evaluate ``ind`` on the worker's root (with the worker's other ranks); never raises.
 
-    def run_only(self, ind: Individual) -> Status:
+        ``resume`` is what an interrupted earlier attempt left in the individual's folder
+        (:meth:`EvaluationFolders.prepare`).
+        """
+        return self._evaluate(ind, True, resume)
+
+    def run_only(self, ind: Individual, resume: Resume | None = None) -> Status:
         """Sub-ranks: take part in the evaluation of ``ind``; returns the status the worker agreed on."""
-        return self._evaluate(ind, root=False).status
+        return self._evaluate(ind, False, resume).status
 
-    def _evaluate(self, ind: Individual, root: bool) -> Evaluation:
+    def _evaluate(self, ind: Individual, root: bool, resume: Resume | None) -> Evaluation:
         start = time.perf_counter()
-        run = _Run(root)
+        run = self._run = _Run(root)
+        if self.folders is not None:
+            self.folders.begin(ind.uid, resume, self._commit)
+            run.folders = self.folders
+            run.interim = list(resume.interim) if resume is not None else []
+        try:
+            return self._attempt(ind, run, start)
+        finally:
+            self._run = None
+            if self.folders is not None:
+                self.folders.end()
+
+    def _attempt(self, ind: Individual, run: _Run, start: float) -> Evaluation:
+        root = run.root
         result: Any = None
+        flags: int | None = None  # set when an agreement inside the loss function ended the evaluation
         self.count += 1
         self.evaluating = True
         # The flag is cleared before any handler runs: an interruption (SIGALRM) may only land in the loss
@@ -307,13 +352,17 @@ class Evaluator:
                 self.evaluating = False
             if not is_generator(result):
                 run.finish(result)
+        except _Agreed as agreed:
+            flags = agreed.flags
         except EvaluationInterrupted:
             run.flags |= _Step.INTERRUPTED
         except Exception:
             self._failed(run)
         if run.flags & _Step.INTERRUPTED and self.multi_rank:
             self.release()
-        if run.flags:
+        if flags is not None:
+            pass
+        elif run.flags:
             flags = self._combine(run.flags)
         else:
             flags = self._follow(result, ind, run)
@@ -338,9 +387,17 @@ class Evaluator:
         return Evaluation(run.loss, status, run.metrics, period, run.error, run.steps, run.misconfigured)
 
     def _follow(self, stream: Iterator[Any], ind: Individual, run: _Run) -> int:
-        """Take interim losses from ``stream`` until some rank has a reason to stop; the combined flags."""
+        """Take interim losses from ``stream`` until some rank has a reason to stop; the combined flags.
+
+        With an evaluation folder, an interim loss that an earlier attempt reported already is taken as
+        known (its first value counts); each new one is recorded in the folder, and after the worker agreed
+        on it the root commits the state saved for it (see :mod:`propulate.checkpoint.evaluations`).
+        """
         if run.root:
             self.consult_surrogate("start_run", ind)
+            for loss, _ in run.interim:
+                self.consult_surrogate("replay", loss)
+        step_began = time.monotonic()
         while True:
             self.evaluating = True
             try:  # the flag is cleared before any handler runs (see _evaluate)
@@ -351,17 +408,64 @@ class Evaluator:
                 run.take(interim)
             except StopIteration:
                 run.end()
+            except _Agreed as agreed:
+                return agreed.flags
             except EvaluationInterrupted:
                 run.flags |= _Step.INTERRUPTED
             except Exception:
                 self._failed(run)
             if not run.flags and self.interrupting():
                 run.flags |= _Step.INTERRUPTED  # between two steps: every rank of the worker stops here
-            if run.root and not run.flags and self.consult_surrogate("cancel", run.loss):
+            known = run.steps <= len(run.interim)
+            if run.root and not run.flags and not known and self.consult_surrogate("cancel", run.loss):
                 run.flags |= _Step.CANCELLED
+            committing = run.root and not run.flags and self._folders_used()
+            if committing and self.stop_soon(time.monotonic() - step_began):
+                run.flags |= _Step.STOPPED
             flags = self._combine(run.flags)
+            if committing and not flags & (_Step.ENDING & ~_Step.STOPPED):
+                if not known:
+                    run.interim.append((run.loss, run.metrics))
+                    self._folders().record(run.interim)
+                self._folders().commit(run.steps)
+            step_began = time.monotonic()
             if flags:
                 return flags
+
+    def _folders(self) -> EvaluationFolders:
+        folders = self.folders
+        assert folders is not None
+        return folders
+
+    def _folders_used(self) -> bool:
+        return self.folders is not None and self.folders.used
+
+    def _commit(self) -> None:
+        """:meth:`EvaluationCheckpoint.commit`: agree with the worker's other ranks, then commit the state.
+
+        An agreement like those after each interim loss: every rank that saves has saved when all reached
+        it, and a rank that failed or was interrupted takes part with its final agreement, which ends the
+        evaluation here on every rank (:class:`_Agreed`). The root then commits; at a stop, every rank
+        leaves the loss function. Interruptions are held back meanwhile (the renames are not cut in two).
+        """
+        run = self._run
+        if run is None:
+            raise RuntimeError("commit(): the evaluation is over")
+        evaluating, self.evaluating = self.evaluating, False
+        try:
+            mine = _Step.GOING_ON
+            used = run.root and self._folders_used()
+            if used and self.stop_soon(time.monotonic() - run.committed_at):
+                mine |= _Step.STOPPED
+            flags = self._combine(mine)
+            if used and not flags & (_Step.ENDING & ~_Step.STOPPED):
+                # Before the attempt's first interim loss, the state is that of the step it continues from.
+                self._folders().commit(run.steps if run.yielded else run.start_step())
+            run.committed_at = time.monotonic()
+        finally:
+            self.evaluating = evaluating
+        if flags & _Step.ENDING:
+            raise _Agreed(flags)
 
     def _failed(self, run: _Run) -> None:
         """Record that the loss function raised: a failure, or the end of an interrupted evaluation."""
@@ -435,6 +539,10 @@ def _never() -> bool:
     return False
 
 
+def _never_within(seconds: float) -> bool:
+    return False
+
+
 def _nothing() -> None:
     return None
 
@@ -471,12 +579,26 @@ class _Run:
         self.steps = 0
         self.error = ""
         self.misconfigured = False
+        self.folders: EvaluationFolders | None = None  # the evaluation folders, when there are any
+        #: The interim losses known to the root, with their metrics: an earlier attempt's, then this one's.
+        self.interim: list[tuple[float, dict[str, float]]] = []
+        self.yielded = 0  # interim losses taken in this attempt
+        self.committed_at = time.monotonic()  # when the state was last committed (or the attempt began)
 
     def take(self, interim: Any) -> None:
-        """Record one interim loss (only the root's values count)."""
+        """Record one interim loss (only the root's values count).
+
+        The first one of an attempt that resumes is that of the step after the state the loss function
+        continues from; until the steps reported before, the values reported then stand.
+        """
+        if self.yielded == 0:
+            self.steps = self.start_step()
+        self.yielded += 1
+        self.steps += 1
         if self.root:
             self.loss, self.metrics = interpret(interim)
-        self.steps += 1
+            if self.steps <= len(self.interim):
+                self.loss, self.metrics = self.interim[self.steps - 1]
 
     def finish(self, result: Any) -> None:
         """Record what a plain loss function returned."""
@@ -486,6 +608,10 @@ class _Run:
 
     def end(self) -> None:
         """Record that the generator ended."""
+        if self.yielded == 0:  # a resumed attempt may have had nothing left to yield
+            self.steps = self.start_step()
+            if self.root and self.steps > 0:
+                self.loss, self.metrics = self.interim[self.steps - 1]
         if self.root and self.steps == 0:
             self.fail("loss_fn is a generator that yielded nothing; expected interim losses")
         self.flags |= _Step.EXHAUSTED
@@ -494,12 +620,16 @@ class _Run:
         self.flags |= _Step.FAILED
         self.error = error
 
+    def start_step(self) -> int:
+        """Return the step this attempt continues from (see :meth:`EvaluationCheckpoint.start_step`)."""
+        return self.folders.start_step() if self.folders is not None else 0
+
 
 def _status(flags: int) -> Status:
     """Return the worker's status from the ranks' combined step flags."""
     if flags & _Step.FAILED:
         return Status.FAILED
-    if flags & _Step.INTERRUPTED:
+    if flags & (_Step.INTERRUPTED | _Step.STOPPED):
         return Status.INTERRUPTED
     if flags & _Step.CANCELLED:
         return Status.PRUNED

@@ -74,6 +74,8 @@ class Islands:
         the checkpoint (:func:`propulate.checkpoint.plan_resume`).
     on_failure, accept_inf, time_limit, grace_period, failure_timeout
         Failed evaluations, stop signals and wall-clock budgets; see :class:`Propulator`.
+    keep_best_folders : int in [0, 100]
+        Evaluation folders kept after the run; see :class:`Propulator`.
 
     Attributes
     ----------
@@ -114,6 +116,7 @@ class Islands:
         time_limit: float | None = None,
         grace_period: float | None = None,
         failure_timeout: float = 300.0,
+        keep_best_folders: int = 0,
     ) -> None:
         check_probability("migration_probability", migration_probability)
         world = MPI.COMM_WORLD
@@ -161,6 +164,7 @@ class Islands:
             time_limit=time_limit,
             grace_period=grace_period,
             failure_timeout=failure_timeout,
+            keep_best_folders=keep_best_folders,
         )
 
     def propulate(self, logging_interval: int = 10, debug: int = 1) -> None:

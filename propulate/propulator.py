@@ -12,6 +12,7 @@ bounded: a worker far ahead of a peer whose result is overdue gives it a few mil
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -36,7 +37,9 @@ from .checkpoint import (
     describe_session,
     make_uid,
     share_plan,
+    tidy_evaluation_folders,
 )
+from .checkpoint.evaluations import EvaluationFolders
 from .errors import RunAbortedError, RunFailedError, WorkerFailedError
 from .evaluation import Evaluator, WorkerChannel, make_surrogate
 from .individual import ERROR_CHARS, Individual, Status
@@ -49,7 +52,7 @@ from .mpi.worker_comm import WorkerComm, in_collective
 from .population import Population
 from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin
-from .run_results import NoResultError, RunResults, gather_results
+from .run_results import KEPT, NoResultError, RunResults, gather_results
 from .space import SearchSpace
 from .surrogate import NullSurrogate
 from .validation import check_int, check_probability, check_seconds
@@ -160,10 +163,12 @@ class Propulator:
     time_limit : float, optional
         Wall-clock budget of each ``propulate()`` call in seconds (default: the environment variable
         ``PROPULATE_TIME_LIMIT``, else none). With SLURM, the job's end time (``SLURM_JOB_END_TIME``) is a
-        budget too. ``propulate()`` returns before it runs out: no evaluation starts that would not end
-        (at its running mean duration) before the margin, and one still running when the margin begins is
-        interrupted as by a stop signal and evaluated again on resume. The margin is 10 % of the budget, at
-        least 0.5 s and at most 60 s (:func:`propulate.lifecycle.time_limit_margin`).
+        budget too. ``propulate()`` returns before it runs out: no evaluation starts that would not end (at
+        its running mean duration) before the margin, and one still running when the margin begins is
+        interrupted as by a stop signal and evaluated again on resume. An evaluation that commits its state
+        (:func:`propulate.evaluation_checkpoint`) starts whenever there is time left and stops at the commit
+        whose next step would not end before the margin; it continues from that state on resume. The margin is
+        10 % of the budget, at least 0.5 s and at most 60 s (:func:`propulate.lifecycle.time_limit_margin`).
     grace_period : float, optional
         Seconds a running evaluation may go on after a stop signal (SIGTERM, SIGINT, SIGUSR1) before it is
         interrupted (it is evaluated again on resume); default ``PROPULATE_GRACE_PERIOD``, else 20. A second
@@ -174,6 +179,12 @@ class Propulator:
         With multi-rank workers: seconds a rank whose loss function failed waits for the worker's other
         ranks before it aborts the job (they may be stuck in a collective operation with it that cannot be
         interrupted, see :mod:`propulate.mpi.worker_comm`).
+    keep_best_folders : int in [0, 100]
+        A loss function may keep its state in a folder of its own (:func:`propulate.evaluation_checkpoint`),
+        in ``checkpoint_path/evaluations``, so that an evaluation interrupted by the end of a job continues
+        from it in the next. Once an evaluation finished its folder is removed, unless the individual
+        completed and is among the ``keep_best_folders`` best of its island (during the run) and of the
+        whole run (at its end): their last committed states, e.g. the best trained networks.
 
     Raises
     ------
@@ -226,8 +237,11 @@ class Propulator:
         time_limit: float | None = None,
         grace_period: float | None = None,
         failure_timeout: float = 300.0,
+        keep_best_folders: int = 0,
     ) -> None:
         self.generations = check_int("generations", generations, -1)
+        if check_int("keep_best_folders", keep_best_folders, 0, f"an int in [0, {KEPT}]") > KEPT:
+            raise ValueError(f"keep_best_folders: expected an int in [0, {KEPT}], got {keep_best_folders!r}")
         if not callable(propagator):
             raise TypeError(f"propagator: expected a Propagator, got {type(propagator).__name__}")
         check_probability("migration_prob", migration_prob)
@@ -275,6 +289,8 @@ class Propulator:
         self._channel = WorkerChannel(self._worker)
         self.checkpoint_path = Path(checkpoint_path)
         self.checkpoint_path.mkdir(parents=True, exist_ok=True)
+        self._folders = EvaluationFolders(self.checkpoint_path, self.is_worker_root, keep_best_folders)
+        self.evaluator.folders = self._folders
 
         self._population = Population()
         self.generation = 0
@@ -422,6 +438,11 @@ class Propulator:
         )
         evaluator = self.evaluator
         evaluator.interrupting = lambda: time.monotonic() >= conditions.interrupt_at
+        # An evaluation that commits its state stops at the commit once a stop is under way, or when its
+        # next step would run into the moment of interruption: it continues from there on resume.
+        evaluator.stop_soon = lambda seconds: (
+            conditions.reason is not None or time.monotonic() + seconds >= conditions.interrupt_at
+        )
         evaluator.check = alarm.check
         if self._worker.size > 1:
             evaluator.left = alarm.leave
@@ -461,6 +482,8 @@ class Propulator:
             self._work(logging_interval, debug)
             members = self.population if self.island_rank == 0 else None
             self._results = gather_results(members, self._world, lambda request: wait(request, check))
+            if self._folders.keep_best:
+                self._folders.settle(self._results.top(self._folders.keep_best))
             if debug >= 1 and self._world.rank == 0:
                 log.info(f"Done: {self._progress.line()}; {self._results.counts_text()}.")
         else:
@@ -545,14 +568,16 @@ class Propulator:
             conditions = self._stop_conditions
             if conditions.reason is not None:
                 self._request_stop(conditions.reason)
-            elif conditions.out_of_time(self._mean_period):
+            elif conditions.out_of_time(0.0 if self._folders.resumable else self._mean_period):
+                # An evaluation that commits its state starts as long as there is time: it stops at the
+                # commit whose next step would not end in time, and continues from it in the next job.
                 self._request_stop("the time limit is near")
         return self._stop_reason is not None
 
     def _serve(self) -> None:
         """Sub-ranks of a multi-rank worker: evaluate what the root hands over until it says stop."""
-        while (ind := self._channel.next_task(self._check_alarm)) is not None:
-            self.evaluator.run_only(ind)
+        while (task := self._channel.next_task(self._check_alarm)) is not None:
+            self.evaluator.run_only(*task)
 
     # ----------------------------------------------------------------------------------- checkpoint
 
@@ -646,6 +671,8 @@ class Propulator:
             try:
                 if plan.fresh:
                     archive(self.checkpoint_path)
+                else:
+                    tidy_evaluation_folders(plan, self.checkpoint_path, self._folders.keep_best)
                 if plan.limits is not None:
                     counter = int(plan.payloads[0]["counter"])
                     space = SearchSpace.of(plan.limits)
@@ -757,10 +784,12 @@ class Propulator:
                 ind.uid = self._mint_uid()
             ind.status = Status.PENDING
             self._record(Record.STARTED, ind)  # a note only: its row is written if a flush finds it running
-            self._evaluate(ind, debug)
+            self._evaluate(ind, debug, redo)
             if ind.status is Status.INTERRUPTED:
                 # Left pending in the checkpoint: evaluated again on resume.
-                self._request_stop(self._stop_reason or "an evaluation was interrupted")
+                self._request_stop(
+                    self._stop_reason or self._stop_conditions.reason or "an evaluation was interrupted"
+                )
                 break
             self._store([ind], self._select_replaced() if self._owed_replacements else [], Record.EVALUATED)
             if ind.status is Status.FAILED and self.on_failure == "stop":
@@ -876,10 +905,11 @@ class Propulator:
         ind.active = True
         return ind
 
-    def _evaluate(self, ind: Individual, debug: int) -> None:
+    def _evaluate(self, ind: Individual, debug: int, redo: bool) -> None:
+        resume = self._folders.prepare(ind, redo)
         if self._worker.size > 1:
-            self._channel.send_task(ind)
-        outcome = self.evaluator(ind)
+            self._channel.send_task(ind, resume)
+        outcome = self.evaluator(ind, resume)
         ind.loss = outcome.loss
         ind.status = outcome.status
         ind.metrics = outcome.metrics
@@ -887,6 +917,12 @@ class Propulator:
         ind.evaltime = time.time()
         ind.steps = outcome.steps
         ind.surrogate_data = self.evaluator.learn(outcome)
+        self._folders.finish(
+            ind,
+            completed=outcome.status is Status.COMPLETED,
+            interrupted=outcome.status is Status.INTERRUPTED,
+            island=itertools.chain(self._population, [ind]),
+        )
         ind.error = outcome.error.strip()[-ERROR_CHARS:] if outcome.status is Status.FAILED else None
         # The error's last line (type and message) when a helper of this library refused the setup.
         self._misconfigured = outcome.error.strip().splitlines()[-1] if outcome.misconfigured else ""

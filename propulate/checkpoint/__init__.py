@@ -17,7 +17,9 @@ shared among the worker roots (:func:`.session.read_shared`).
 - :mod:`.writer`: :class:`CheckpointWriter`, one writer's file;
 - :mod:`.reader`: :func:`load_checkpoint` and the replay of the records into a :class:`Checkpoint`;
 - :mod:`.compaction`: merging the files (also ``python -m propulate compact``);
-- :mod:`.session`: planning a session — resume, redistribution onto a new layout, generation counters.
+- :mod:`.session`: planning a session — resume, redistribution onto a new layout, generation counters;
+- :mod:`.evaluations`: a folder per evaluation for the loss function's own state
+  (:func:`propulate.evaluation_checkpoint`).
 
 This package never imports MPI: reading a checkpoint in a notebook does not initialize it.
 """
@@ -45,6 +47,7 @@ from .session import (
     plan_session,
     read_shared,
     share_plan,
+    tidy_evaluation_folders,
 )
 from .writer import CheckpointWriter
 
@@ -73,5 +76,6 @@ __all__ = [
     "read_shared",
     "record_dtype",
     "share_plan",
+    "tidy_evaluation_folders",
     "uid_origin",
 ]

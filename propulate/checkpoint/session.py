@@ -19,6 +19,8 @@ import numpy as np
 from ..individual import Individual, loss_order
 from ..space import SearchSpace
 from .compaction import compact
+from .evaluations import FOLDER as EVALUATION_FOLDERS
+from .evaluations import sweep
 from .format import PLAN_DTYPE, RESUME_DTYPE, CheckpointError, Listing, list_files
 from .reader import Checkpoint, assemble, collect, read_outcome
 
@@ -294,9 +296,14 @@ def share_plan(
 
 
 def archive(directory: Path) -> None:
-    """Start fresh as asked: move every earlier checkpoint file into a ``previous-<time>`` folder."""
+    """Start fresh as asked: move every earlier checkpoint file into a ``previous-<time>`` folder.
+
+    The evaluation folders (:mod:`.evaluations`) go with them.
+    """
     listing = list_files(directory)
     files = [*listing.paths, *listing.stale]
+    if (directory / EVALUATION_FOLDERS).is_dir():
+        files.append(directory / EVALUATION_FOLDERS)
     if not files:
         log.info(f"Checkpoint: starting fresh as asked; none in {directory}.")
         return
@@ -305,6 +312,18 @@ def archive(directory: Path) -> None:
     for path in files:
         path.rename(archive / path.name)
     log.info(f"Checkpoint: starting fresh as asked; {len(files)} earlier file(s) moved to {archive}.")
+
+
+def tidy_evaluation_folders(plan: SessionPlan, directory: Path, keep_best: int) -> None:
+    """Remove the evaluation folders that the session ``plan`` does not need (see :func:`.evaluations.sweep`).
+
+    Kept: those of the individuals evaluated again first, and of the ``keep_best`` best completed ones.
+    """
+    requeued = [ind.uid for payload in plan.payloads for ind in payload["requeue"]]
+    individuals = [ind for payload in plan.payloads for ind in payload.get("population") or ()]
+    removed = sweep(directory, requeued, individuals, keep_best)
+    if removed:
+        log.info(f"Checkpoint: {removed} evaluation folder(s) of finished evaluations removed.")
 
 
 @dataclass

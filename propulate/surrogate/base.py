@@ -39,6 +39,11 @@ class Surrogate(ABC):
 
     :meth:`merge` is called on the other workers with that record, at any time between evaluations.
 
+    An evaluation resumed from its own checkpoint folder after an interruption (see
+    :func:`propulate.evaluation_checkpoint`) does not report its earlier interim losses again: after
+    :meth:`start_run`, :meth:`replay` is called with each of them, in order, and :meth:`cancel` then goes on
+    from the next one.
+
     Merging must not depend on order, and a fresh surrogate that merges the :meth:`data` of every evaluation
     of the island (its own included, in any order) must make the same decisions as the surrogate that
     recorded them: that is how surrogates are rebuilt when a run resumes from its checkpoint.
@@ -67,6 +72,20 @@ class Surrogate(ABC):
         bool
             ``True`` stops the evaluation.
         """
+
+    def replay(self, loss: float) -> None:
+        """Take in an interim loss that an earlier attempt of the current evaluation reported.
+
+        The decision about it was taken then (to go on); the surrogate's view of the run is only brought
+        back to where it was. The default calls :meth:`cancel` and ignores its answer; a surrogate whose
+        ``cancel`` records the decision should override this.
+
+        Parameters
+        ----------
+        loss : float
+            The interim loss, finite (a non-finite one would have cancelled the evaluation).
+        """
+        self.cancel(loss)
 
     def update(self, loss: float) -> None:  # noqa: B027 (an optional hook)
         """Learn from the current evaluation, which finished without being cancelled.
@@ -190,6 +209,9 @@ class CurveSurrogate(Surrogate):
 
     def start_run(self, ind: Individual) -> None:  # noqa: D102
         self._run = Run()
+
+    def replay(self, loss: float) -> None:  # noqa: D102
+        self._run.observe(loss)
 
     def cancel(self, loss: float) -> bool:  # noqa: D102
         step = self._run.observe(loss)

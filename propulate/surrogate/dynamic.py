@@ -114,6 +114,9 @@ class DynamicSurrogate(Surrogate):
         self._generation = int(ind.generation)
         self._rank = int(ind.rank)
 
+    def replay(self, loss: float) -> None:  # noqa: D102
+        self._run.observe(loss)
+
     def cancel(self, loss: float) -> bool:  # noqa: D102
         step = self._run.observe(loss)
         if not math.isfinite(loss):
