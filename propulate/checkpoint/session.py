@@ -149,7 +149,9 @@ def describe_session(plan: SessionPlan, settings: dict[str, Any], directory: Pat
     else:
         todo = "" if left is None else f", {done} done, {left} left"
         lines = [(logging.INFO, f"Run: {plan.holds}; {will}{todo}.")]
-        if left == 0:
+        # An interrupted evaluation is done again whatever the counters say (they count it already).
+        redo = sum(len(payload["requeue"]) for payload in plan.payloads)
+        if left == 0 and redo == 0:
             lines.append(
                 (
                     logging.WARNING,

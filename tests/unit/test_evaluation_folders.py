@@ -732,7 +732,9 @@ def test_keep_best_folders_is_checked(tmp_path, kind, bad) -> None:
 # ------------------------------------------------------------------------------- a stopped serial run
 
 
-def test_a_run_stopped_by_sigterm_continues_its_evaluation_from_its_state(tmp_path, monkeypatch) -> None:
+def test_a_run_stopped_by_sigterm_continues_its_evaluation_from_its_state(
+    tmp_path, monkeypatch, propulate_log
+) -> None:
     for name in ("PROPULATE_TIME_LIMIT", "PROPULATE_RESUME", "PROPULATE_GRACE_PERIOD", "SLURM_JOB_END_TIME"):
         monkeypatch.delenv(name, raising=False)
     stop_in = 2
@@ -776,8 +778,13 @@ def test_a_run_stopped_by_sigterm_continues_its_evaluation_from_its_state(tmp_pa
     folder = tmp_path / "evaluations" / str(pending.uid)
     assert state(folder) == {"epoch": 3, "w": pytest.approx(running_sum(pending["x"], 3))}
     trained.clear()
+    propulate_log.clear()
+    propulate_log.set_level(logging.INFO, logger="propulate")
     second = run()
     assert trained == [(pending.uid, epoch) for epoch in range(3, EPOCHS)]
+    # The counters hold the interrupted evaluation already; it is still to be finished, not "nothing".
+    assert "1 interrupted evaluation(s) to redo" in propulate_log.text
+    assert "nothing left to do" not in propulate_log.text
     (ind,) = second.population
     assert (ind.uid, ind.status, ind.steps) == (pending.uid, Status.COMPLETED, EPOCHS)
     assert ind.loss == pytest.approx(running_sum(pending["x"], EPOCHS))
