@@ -39,9 +39,13 @@ Run it from the repository root (``mpiexec`` from the ``mpich`` package, or ``sr
     python benchmarks/surrogate_savings.py --ranks 4 --data-root ../shared/data
 
 Each worker evaluates ``--generations`` individuals; progress is checkpointed in ``--checkpoint`` (with the
-log, ``surrogate_example.log``), so the same command resumes an interrupted search. At the end, rank 0
-prints how many individuals were completed and pruned, how many epochs were trained out of how many a search
-without early stopping would have trained, and the best completed individuals.
+log, ``surrogate_example.log``), so the same command resumes an interrupted search. Every epoch the worker's
+first rank also saves the network, optimizer and schedule into the individual's own folder
+(:func:`propulate.evaluation_checkpoint`), which the epoch's interim loss commits: a training stopped by the
+end of a job (``scancel``, a time limit) continues in the next from its last epoch, on every rank, and the
+surrogate judges each epoch's loss once, whatever the number of jobs (successive halving keeps its rungs). At
+the end, rank 0 prints how many individuals were completed and pruned, how many epochs were trained out of how
+many a search without early stopping would have trained, and the best completed individuals.
 """
 
 from __future__ import annotations
@@ -65,10 +69,13 @@ from torch_ddp_example import (
     check_ranks_fit,
     epoch_decay,
     load_mnist,
+    load_training_state,
+    save_training_state,
     train_epoch,
     validate,
 )
 
+import propulate
 from propulate import Individual, Islands, Status
 from propulate.surrogate import (
     DynamicSurrogate,
@@ -193,8 +200,7 @@ def make_loss_fn(
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(args.seed)
             model = build_network(params["conv_layers"], params["activation"]).to(device)
-        ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-        optimizer = torch.optim.Adam(ddp.parameters(), lr=params["lr"])
+        optimizer = torch.optim.Adam(model.parameters(), lr=params["lr"])
 
         # Each rank trains and validates on its own shard (the validation shards split 2,000 and 10,000
         # images evenly over 1 or 2 ranks; otherwise DistributedSampler repeats a few to even them out).
@@ -205,23 +211,33 @@ def make_loss_fn(
         batches_per_epoch = min(len(train_loader), args.train_batches or len(train_loader))
         scheduler = epoch_decay(optimizer, params["gamma"], batches_per_epoch)
 
+        # This individual's own folder: a training an earlier job began continues from its last epoch (the
+        # epoch whose interim loss was reported last), so the surrogate never sees an epoch twice.
+        checkpoint = propulate.evaluation_checkpoint()
+        start = load_training_state(checkpoint, model, optimizer, scheduler, device)
+        ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
         curve: list[float] = []
         try:
-            for epoch in range(args.epochs):
+            for epoch in range(start, args.epochs):
                 train_sampler.set_epoch(epoch)
                 batches = itertools.islice(train_loader, batches_per_epoch)
                 train_epoch(ddp, optimizer, scheduler, batches, device)
                 val_loss, val_acc = validate(ddp, itertools.islice(val_loader, args.val_batches), device)
                 curve.append(val_loss)
-                # Every rank of the worker yields once per epoch; the surrogate may end the loop here.
+                if group.rank == 0:
+                    save_training_state(checkpoint.path, epoch + 1, model, optimizer, scheduler)
+                # Every rank of the worker yields once per epoch: the interim loss commits the state saved
+                # for it, and the surrogate may end the loop here (at a stop, so does the library).
                 yield {"loss": val_loss, "accuracy": val_acc}
         finally:
             # Runs when the training ends and also when the surrogate cancels it (Propulate then closes the
             # generator, which raises GeneratorExit at the yield): the place to free memory or files.
             if group.rank == 0:
                 losses = ", ".join(f"{loss:.4f}" for loss in curve)
+                resumed = f" (continued after epoch {start})" if start else ""
                 log.info(
-                    f"{dict(params)}: {len(curve)} of {args.epochs} epoch(s), validation losses {losses}"
+                    f"{dict(params)}: epochs {start + 1}-{start + len(curve)} of {args.epochs}{resumed}, "
+                    f"validation losses {losses}"
                 )
 
     return loss_fn

@@ -34,17 +34,26 @@ The number of MPI ranks must be a multiple of ``--ranks-per-worker``. Each worke
 ``--generations`` individuals in total: progress is checkpointed in ``--checkpoint`` (with the log,
 ``torch_ddp.log``), so running the same command again after an interruption resumes the search, also with
 another number of ranks.
+
+Trainings survive the end of a job too. After every epoch the worker's first rank saves the network, the
+optimizer and the learning-rate schedule into the individual's own folder
+(:func:`propulate.evaluation_checkpoint`) and every rank commits it; at a stop (``scancel``, a SLURM time
+limit near, Ctrl-C) the training ends at the next commit, and in the next job every rank of whichever
+worker takes the individual over loads that state and trains the remaining epochs only. At the end the
+first rank says how many epochs this job trained and how many trainings it continued.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import logging
 import random
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -55,6 +64,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+import propulate
 from propulate import Float, Islands
 from propulate.utils import get_default_propagator, set_logger_config
 from propulate.utils.distributed import init_worker_process_group
@@ -70,6 +80,9 @@ LIMITS = {
 ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}
 # Mean and standard deviation of MNIST's pixel intensities in [0, 1].
 MNIST_MEAN, MNIST_STD = 0.1307, 0.3081
+STATE_FILE = "training_state.pt"
+#: What this process trained in this job, on the first rank of its worker: epochs, and trainings continued.
+TRAINED = {"epochs": 0, "continued": 0}
 
 
 def check_ranks_fit(parser: argparse.ArgumentParser, ranks_per_worker: int, comm: MPI.Comm) -> None:
@@ -114,9 +127,14 @@ def parse_arguments(comm: MPI.Comm = MPI.COMM_WORLD) -> argparse.Namespace:
         "--checkpoint", default="./checkpoints/torch_ddp", help="folder for checkpoints and the log"
     )
     parser.add_argument("--batch-size", type=int, default=32, help="training batch size per rank")
+    parser.add_argument(
+        "--train-batches", type=int, default=None, help="training batches per epoch and rank; None: all"
+    )
     parser.add_argument("--top-n", type=int, default=3, help="number of best individuals to report")
     parser.add_argument("--verbosity", type=int, default=1, help="debug level of Propulate's own logging")
     args = parser.parse_args()
+    if args.train_batches is not None and args.train_batches < 1:
+        parser.error(f"--train-batches must be >= 1 or left out, got {args.train_batches}")
     check_ranks_fit(parser, args.ranks_per_worker, comm)
     return args
 
@@ -173,6 +191,44 @@ def train_epoch(
         scheduler.step()
 
 
+def save_training_state(
+    folder: Path,
+    epoch: int,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+) -> None:
+    """Save what training needs to go on after ``epoch`` epochs into ``folder`` (the worker's first rank)."""
+    state = {
+        "epoch": epoch,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+    }
+    torch.save(state, folder / STATE_FILE)
+
+
+def load_training_state(
+    checkpoint: propulate.EvaluationCheckpoint,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    device: torch.device,
+) -> int:
+    """Load the state an earlier job committed for this individual, if any; return the epochs it had trained.
+
+    Every rank of the worker loads it (DDP would also broadcast the weights from the first rank, but not the
+    optimizer's moments or the schedule).
+    """
+    if checkpoint.latest is None:
+        return 0
+    state: dict[str, Any] = torch.load(checkpoint.latest / STATE_FILE, map_location=device)
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    scheduler.load_state_dict(state["scheduler"])
+    return int(state["epoch"])
+
+
 def validate(
     model: nn.Module, batches: Iterable[tuple[torch.Tensor, torch.Tensor]], device: torch.device
 ) -> tuple[float, float]:
@@ -205,16 +261,30 @@ def make_loss_fn(args: argparse.Namespace, data_root: str) -> Callable[[Mapping,
         # All ranks of the worker start from the same weights; DDP also broadcasts them from rank 0.
         torch.manual_seed(args.seed)
         model = build_network(params["conv_layers"], params["activation"]).to(device)
-        ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-        optimizer = torch.optim.Adam(ddp.parameters(), lr=params["lr"])
+        optimizer = torch.optim.Adam(model.parameters(), lr=params["lr"])
 
         # Each rank trains on its own shard; the gradients are averaged over the worker in backward().
         train_sampler: DistributedSampler[int] = DistributedSampler(train_set, shuffle=True, seed=args.seed)
         train_loader = DataLoader(train_set, batch_size=args.batch_size, sampler=train_sampler)
-        scheduler = epoch_decay(optimizer, params["gamma"], len(train_loader))
-        for epoch in range(args.epochs):
-            train_sampler.set_epoch(epoch)
-            train_epoch(ddp, optimizer, scheduler, train_loader, device)
+        batches_per_epoch = min(len(train_loader), args.train_batches or len(train_loader))
+        scheduler = epoch_decay(optimizer, params["gamma"], batches_per_epoch)
+
+        # This individual's own folder: a training that an earlier job began goes on from its last epoch.
+        checkpoint = propulate.evaluation_checkpoint()
+        start = load_training_state(checkpoint, model, optimizer, scheduler, device)
+        if group.rank == 0 and start > 0:
+            TRAINED["continued"] += 1
+        ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+        for epoch in range(start, args.epochs):
+            train_sampler.set_epoch(epoch)  # the same shuffling as an uninterrupted training
+            batches = itertools.islice(train_loader, batches_per_epoch)
+            train_epoch(ddp, optimizer, scheduler, batches, device)
+            if group.rank == 0:
+                TRAINED["epochs"] += 1
+                save_training_state(checkpoint.path, epoch + 1, model, optimizer, scheduler)
+            # Every rank: once all are here, the saved state becomes the latest. At a stop the training
+            # ends here, on every rank, and continues from this state in the next job.
+            checkpoint.commit()
 
         # Each rank validates its shard (DistributedSampler pads the last shard with repeated images when
         # the set's size is not a multiple of the world size; 2,000 and 10,000 images split evenly).
@@ -252,6 +322,13 @@ def main() -> None:
     )
     islands.propulate(logging_interval=1, debug=args.verbosity)
     islands.summarize(top_n=args.top_n, debug=args.verbosity)
+    epochs = comm.reduce(TRAINED["epochs"], root=0)
+    continued = comm.reduce(TRAINED["continued"], root=0)
+    if comm.rank == 0:
+        print(
+            f"This job trained {epochs} epoch(s) and continued {continued} training(s) that an earlier job "
+            "had begun."
+        )
 
     if comm.rank == 0:  # every rank holds the run's results; the first prints them
         best = islands.top(args.top_n)  # the run's best distinct individuals, all islands, best first
