@@ -190,3 +190,24 @@ def test_a_time_limit_stops_evaluations_at_a_commit(mpirun, tmp_path):
     for uid, status, steps, loss, _island, x, y in individuals:
         assert (status, steps) == ("COMPLETED", EPOCHS), uid
         assert loss == pytest.approx(expected_loss(x, y, EPOCHS), rel=1e-12)
+
+
+def test_interrupted_evaluations_continue_on_another_layout(mpirun, tmp_path):
+    """Resumed onto other workers (4 of 1 rank, 2 islands -> 1 of 2 ranks), each goes on from its state."""
+    run(mpirun, tmp_path, 4, "--stop-at", "1:2", "--num-islands", "2")
+    pending = [ind for inds in load_checkpoint(tmp_path / "ckpt").pending.values() for ind in inds]
+    assert len(pending) >= 2, "the stop interrupted fewer evaluations than expected"
+    before = epochs_trained(tmp_path)
+    began = {tuple(pair) for pairs in before.values() for pair in pairs}
+    second, _ = run(mpirun, tmp_path, 2, "--ranks-per-worker", "2")
+    after = epochs_trained(tmp_path)
+    new = [after[rank][len(before.get(rank, [])) :] for rank in (0, 1)]
+    assert new[0] == new[1], "the two ranks of the worker trained different epochs"
+    again = [pair for pair in new[0] if tuple(pair) in began]
+    assert not again, f"epochs trained again after the resume: {again}"
+    by_uid = {entry[0]: entry for entry in second["individuals"]}
+    for ind in pending:
+        uid, status, steps, loss, _island, x, y = by_uid[ind.uid]
+        assert (status, steps) == ("COMPLETED", EPOCHS), uid
+        assert loss == pytest.approx(expected_loss(x, y, EPOCHS), rel=1e-12)
+    assert second["folders"] == {}
