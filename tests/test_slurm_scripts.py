@@ -291,3 +291,30 @@ def test_gpu_script_trains_with_ddp_and_continues(cluster):
     assert again.returncode == 0, again.stdout[-5000:]
     assert "is complete: nothing left to do" in again.stdout
     assert cluster.calls() == calls
+
+
+@pytest.mark.mpi
+@pytest.mark.torch
+def test_a_training_longer_than_a_job_continues_if_it_commits_its_state(cluster):
+    """No evaluation finished in the job, but a training committed a new state: the follow-up continues it."""
+    pytest.importorskip("torchvision")
+    args = "--epochs 50 --train-batches 5 --batch-size 64"
+    settings = {"SLURM_NTASKS": "2", "PROPULATE_RANKS_PER_WORKER": "2", "PROPULATE_TUTORIAL_ARGS": args}
+    proc = cluster.start("gpu", PROPULATE_GENERATIONS="2", **settings)
+    deadline = time.monotonic() + 120
+    folder = cluster.checkpoint / "evaluations"
+    # Stop once the first training committed a state (the tutorial commits every epoch).
+    while not (folder.is_dir() and list(folder.glob("*/step-*"))):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            Cluster.finish(proc, timeout=10)
+            pytest.fail("no training committed a state")
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGUSR1)
+    result = Cluster.finish(proc, timeout=120)
+    assert result.returncode == 0, result.stdout[-5000:]
+    assert cluster.evaluations() == 1  # started, not finished: the interrupted training
+    pending = load_checkpoint(cluster.checkpoint).pending
+    assert sum(len(individuals) for individuals in pending.values()) == 1
+    assert "0 evaluation(s) finished, 1 interrupted" in result.stdout
+    assert_follow_up_submitted(cluster, "gpu", continuation=1)
+    assert cluster.calls("scancel") == []

@@ -60,6 +60,7 @@ __all__ = [
     "EvaluationCheckpoint",
     "EvaluationFolders",
     "Resume",
+    "committed",
     "evaluation_checkpoint",
     "sweep",
 ]
@@ -467,3 +468,33 @@ def sweep(
             _remove(base / name)
             removed += 1
     return removed
+
+
+def committed(checkpoint_path: str | Path) -> dict[int, tuple[int, int]]:
+    """Return, per unfinished or kept evaluation folder, the ``(step, commit)`` of its latest state.
+
+    A batch script compares two readings to tell whether a job moved a training on although no evaluation
+    finished in it (a training longer than a job): a folder's ``(step, commit)`` only ever grows, and a
+    folder goes away only when its evaluation finished. Needs no MPI.
+
+    Parameters
+    ----------
+    checkpoint_path : str or pathlib.Path
+        The run's checkpoint folder.
+
+    Returns
+    -------
+    dict[int, tuple[int, int]]
+        ``{uid: (step, commit)}`` for each folder with a committed state; empty when there are none.
+    """
+    base = Path(checkpoint_path) / FOLDER
+    try:
+        names = os.listdir(base)
+    except FileNotFoundError:
+        return {}
+    progress = {}
+    for name in names:
+        states = _states(base / name)
+        if states and name.lstrip("-").isdigit():
+            progress[int(name)] = states[-1][:2]
+    return progress
