@@ -24,7 +24,13 @@ from mpi4py import MPI
 import propulate
 from propulate import Individual, Islands, Propulator, Status, load_checkpoint
 from propulate.checkpoint import evaluations
-from propulate.checkpoint.evaluations import EvaluationFolders, Resume, evaluation_checkpoint, sweep
+from propulate.checkpoint.evaluations import (
+    EvaluationFolders,
+    Resume,
+    committed,
+    evaluation_checkpoint,
+    sweep,
+)
 from propulate.checkpoint.session import archive
 from propulate.evaluation import Evaluation, Evaluator
 from propulate.surrogate import Surrogate
@@ -837,3 +843,20 @@ def test_a_crash_during_a_commit_leaves_the_previous_state(tmp_path, monkeypatch
     resume = folders.prepare(individual(uid=1), redo=True)
     assert resume is not None and resume.state is not None
     assert (folders.folder(1) / resume.state / "state").read_text() == "A"
+
+
+def test_committed_tells_each_folder_s_latest_state(tmp_path) -> None:
+    """What a batch script compares between two jobs: (step, commit) per folder, growing with every commit."""
+    assert committed(tmp_path) == {}
+    folders = EvaluationFolders(tmp_path, root=True)
+    folders.begin(9, None, lambda: None)
+    checkpoint = folders.checkpoint()
+    checkpoint.path.mkdir(parents=True)
+    readings = []
+    for step in (0, 0, 2):
+        (checkpoint.path / "state").write_text(str(step))
+        folders.commit(step)
+        readings.append(committed(tmp_path))
+    folders.end()
+    (tmp_path / "evaluations" / "stray").mkdir()  # not an evaluation folder
+    assert readings == [{9: (0, 1)}, {9: (0, 2)}, {9: (2, 1)}]
