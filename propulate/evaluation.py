@@ -423,7 +423,8 @@ class Evaluator:
             if committing and self.stop_soon(time.monotonic() - step_began):
                 run.flags |= _Step.STOPPED
             flags = self._combine(run.flags)
-            if committing and not flags & (_Step.ENDING & ~_Step.STOPPED):
+            # Committed unless the step did not end well on some rank, or the run is pruned (no next job).
+            if committing and not flags & ((_Step.ENDING & ~_Step.STOPPED) | _Step.CANCELLED):
                 if not known:
                     run.interim.append((run.loss, run.metrics))
                     self._folders().record(run.interim)

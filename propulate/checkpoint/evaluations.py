@@ -81,16 +81,14 @@ def evaluation_checkpoint() -> EvaluationCheckpoint:
 
     Every rank of a multi-rank worker gets the same folders. The first call of an evaluation creates
     :attr:`EvaluationCheckpoint.path`; an evaluation that never calls it costs nothing and is evaluated from
-    the start again if it is interrupted.
+    the start again if it is interrupted. Outside an evaluation run by :meth:`propulate.Propulator.propulate`
+    (a loss function called by hand to try it out), it returns folders of its own in a new temporary
+    directory, removed when the process exits, that never resume: the loss function runs unchanged.
 
     Returns
     -------
     EvaluationCheckpoint
         The folders of the individual being evaluated and whether, and from which step, it resumes.
-
-    Outside an evaluation run by :meth:`propulate.Propulator.propulate` (a loss function called by hand to
-    try it out), it returns folders of its own in a new temporary directory, removed when the process
-    exits, that never resume: the loss function runs unchanged.
 
     Examples
     --------
@@ -382,7 +380,7 @@ class EvaluationFolders:
         os.rename(pending, current.folder / name)
         for _, _, old in states:
             _remove(current.folder / old)
-        pending.mkdir()
+        pending.mkdir(exist_ok=True)  # another rank of the worker may have asked for it meanwhile
         current._resume.step = step
         current._resume.state = name
         self._committed = True
