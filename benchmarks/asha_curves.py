@@ -7,10 +7,12 @@ losses carry Gaussian noise (``--noise``, standard deviation); the true final lo
 
 For each seed, ``--configs`` configurations are evaluated by ``--workers`` simulated asynchronous workers,
 each with a surrogate of its own, driven as the worker's loop drives it (``start_run``, ``cancel`` after each
-interim loss, ``update``, ``data``); every epoch takes one time unit, and when a run ends its ``data()`` is
-merged into the other workers' surrogates, as the island's workers exchange it. A configuration's
-generation is its index on its worker (Hyperband brackets cycle over it). Printed, over ``--seeds`` seeds,
-for no early stopping, the static surrogate and successive halving with several ``η``:
+interim loss, ``update``, ``data``); every epoch takes one time unit, and what ``interim_data()`` returns
+after an interim loss (a rung result) is merged into the other workers' surrogates at once, and a finished
+run's ``data()`` when it ends, as the island's workers exchange them. ``--share-at-end`` holds the interim
+records back until the run ends (how records travelled before rung results were sent at once). A
+configuration's generation is its index on its worker (Hyperband brackets cycle over it). Printed, over
+``--seeds`` seeds, for no early stopping, the static surrogate and successive halving with several ``η``:
 
 - ``best_survives``: how often the configuration with the truly lowest final loss ran to ``R``;
 - ``top3_survives``: how often one of the three truly best ran to ``R``;
@@ -48,7 +50,9 @@ def make_curves(
     return true + rng.normal(0.0, noise, true.shape), true[:, -1]
 
 
-def simulate(factory: Callable[[], Surrogate], curves: np.ndarray, workers: int) -> np.ndarray:
+def simulate(
+    factory: Callable[[], Surrogate], curves: np.ndarray, workers: int, share_at_end: bool = False
+) -> np.ndarray:
     """Evaluate every curve with asynchronous workers; return the epochs each configuration ran."""
     configs, epochs = curves.shape
     surrogates = [factory() for _ in range(workers)]
@@ -71,6 +75,11 @@ def simulate(factory: Callable[[], Surrogate], curves: np.ndarray, workers: int)
             loss = float(curves[i, ran[i]])
             ran[i] += 1
             stop = surrogates[w].cancel(loss)
+            interim = None if share_at_end else surrogates[w].interim_data()
+            if interim is not None:
+                for other in surrogates:
+                    if other is not surrogates[w]:
+                        other.merge(interim)
             if not stop and ran[i] < epochs:
                 continue
             if not stop:
@@ -90,6 +99,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=27)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--noise", type=float, default=0.01)
+    parser.add_argument("--share-at-end", action="store_true", help="rung results only when a run ends")
     args = parser.parse_args()
     r_max = args.epochs
     methods: dict[str, Callable[[], Surrogate]] = {
@@ -106,7 +116,7 @@ def main() -> None:
         curves, final = make_curves(np.random.default_rng(seed), args.configs, r_max, args.noise)
         order = np.argsort(final)
         for name, factory in methods.items():
-            ran = simulate(factory, curves, args.workers)
+            ran = simulate(factory, curves, args.workers, args.share_at_end)
             full = ran == r_max
             regret = float(final[full].min() - final[order[0]]) if full.any() else math.inf
             figures[name].append(
@@ -114,7 +124,7 @@ def main() -> None:
             )
     print(
         f"{args.seeds} seeds, {args.configs} configurations, R = {r_max} epochs, {args.workers} workers, "
-        f"noise {args.noise}"
+        f"noise {args.noise}{', rung results shared when runs end' if args.share_at_end else ''}"
     )
     print("| method | best survives | a top-3 survives | mean regret | resource |")
     print("|---|---|---|---|---|")

@@ -304,6 +304,12 @@ class Evaluator:
         #: last step took: a stop is under way, or the next step would run into the time limit (set by the
         #: run).
         self.stop_soon: Callable[[float], bool] = _never_within
+        #: Root: takes in what the island's peers sent, before the surrogate judges an interim loss (set by
+        #: the run).
+        self.take_news: Callable[[], Any] = _nothing
+        #: Root: sends the surrogate's :meth:`~propulate.surrogate.Surrogate.interim_data` to the island's
+        #: peers (set by the run).
+        self.share: Callable[[Any], None] = _ignore_data
         self._run: _Run | None = None  # the evaluation under way
         if self.multi_rank and not _takes_communicator(loss_fn):
             raise TypeError(
@@ -417,8 +423,11 @@ class Evaluator:
             if not run.flags and self.interrupting():
                 run.flags |= _Step.INTERRUPTED  # between two steps: every rank of the worker stops here
             known = run.steps <= len(run.interim)
-            if run.root and not run.flags and not known and self.consult_surrogate("cancel", run.loss):
-                run.flags |= _Step.CANCELLED
+            if run.root and not run.flags and not known:
+                self.take_news()  # the peers' rung results that arrived meanwhile count in this decision
+                if self.consult_surrogate("cancel", run.loss):
+                    run.flags |= _Step.CANCELLED
+                self._share_interim()
             committing = run.root and not run.flags and self._folders_used()
             if committing and self.stop_soon(time.monotonic() - step_began):
                 run.flags |= _Step.STOPPED
@@ -432,6 +441,20 @@ class Evaluator:
             step_began = time.monotonic()
             if flags:
                 return flags
+
+    def _share_interim(self) -> None:
+        """Hand what the surrogate has to say now about the run under way to the island's peers."""
+        data = self.consult_surrogate("interim_data")
+        if data is None:
+            return
+        try:  # it goes into messages
+            json.dumps(data, allow_nan=False)
+        except (TypeError, ValueError) as err:
+            log.error(
+                f"{type(self.surrogate).__name__}.interim_data() is not JSON-serializable ({err}); not shared"
+            )
+            return
+        self.share(data)
 
     def _folders(self) -> EvaluationFolders:
         folders = self.folders
@@ -542,6 +565,10 @@ def _never() -> bool:
 
 def _never_within(seconds: float) -> bool:
     return False
+
+
+def _ignore_data(data: Any) -> None:
+    return None
 
 
 def _nothing() -> None:

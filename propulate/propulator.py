@@ -444,6 +444,9 @@ class Propulator:
             conditions.reason is not None or time.monotonic() + seconds >= conditions.interrupt_at
         )
         evaluator.check = alarm.check
+        if self.is_worker_root and self.surrogate_factory is not None:
+            evaluator.take_news = self._receive
+            evaluator.share = self._share_interim
         if self._worker.size > 1:
             evaluator.left = alarm.leave
             evaluator.release = _release_torch_group
@@ -1006,9 +1009,16 @@ class Propulator:
                 self._take_immigrants(origin, travellers, debug)
             elif tag == Tag.STOP:
                 self._take_stop(*obj)
+            elif tag == Tag.SURROGATE:
+                self.evaluator.consult_surrogate("merge", obj)
             else:
                 self._progress.take(obj)
         return bool(messages)
+
+    def _share_interim(self, data: Any) -> None:
+        """Send the island's peers what the surrogate learned from the run under way (a rung result)."""
+        if self._island_peers:
+            self._mail.send(data, self._island_peers, Tag.SURROGATE)
 
     def _receive_and_forward(self) -> bool:
         """At the end of the run: take in what arrived, and pass immigrants on to the island at once."""

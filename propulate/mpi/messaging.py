@@ -83,6 +83,8 @@ class Tag(IntEnum):
     STOP = 3
     #: An island's progress counts for the run's progress line (to the first worker of the run).
     PROGRESS = 4
+    #: What a surrogate learned from a run still under way, e.g. a rung result (to the island's workers).
+    SURROGATE = 5
 
 
 class Backoff:

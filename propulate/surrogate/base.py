@@ -37,6 +37,11 @@ class Surrogate(ABC):
     4. :meth:`data` after every evaluation, completed or cancelled: what the island's other workers should
        learn from it. The record travels inside the individual and is stored in the checkpoint.
 
+    After each :meth:`cancel` the worker also asks :meth:`interim_data` for what the island's other workers
+    should learn at once, before the run ends (a successive-halving rung result, say: records that lag by a
+    whole evaluation make decisions on stale information, the more so the more workers there are); it is
+    sent to them straight away, and the worker takes in what its peers sent before each :meth:`cancel`.
+
     :meth:`merge` is called on the other workers with that record, at any time between evaluations.
 
     An evaluation resumed from its own checkpoint folder after an interruption (see
@@ -95,6 +100,20 @@ class Surrogate(ABC):
         loss : float
             Its final loss.
         """
+
+    def interim_data(self) -> Any:
+        """Return what other workers should learn now from the evaluation under way; ``None`` for nothing.
+
+        Called after each :meth:`cancel`. Merged with :meth:`merge` like :meth:`data`, which must later
+        carry it too (the checkpoint stores only :meth:`data`), so merging both must equal merging
+        :meth:`data` alone. The default shares nothing.
+
+        Returns
+        -------
+        Any
+            A small JSON-serializable value, or ``None``.
+        """
+        return None
 
     def data(self) -> Any:
         """Return what other workers should learn from this worker's latest evaluation.

@@ -245,3 +245,47 @@ def test_the_curve_benchmark_runs():
         f"| ASHA eta={eta}" for eta in (2, 3, 4)
     ]
     assert rows[0].endswith("| 100% | 100% | 0.0000 | 100.0% |")
+
+
+def test_interim_data_hands_out_each_rung_result_once_as_the_run_reaches_it():
+    surrogate = SuccessiveHalving(min_resource=1, reduction_factor=3, max_resource=27)
+    surrogate.start_run(individual(uid=5))
+    shared = []
+    for loss in [3.0, 2.5, 2.0, 1.9]:  # rungs at 1 and 3 interim losses
+        surrogate.cancel(loss)
+        shared.append(surrogate.interim_data())
+    assert shared == [
+        {"key": "5", "bracket": 0, "losses": [3.0]},
+        None,
+        {"key": "5", "bracket": 0, "losses": [3.0, 2.0]},
+        None,
+    ]
+    # Merging the interim records, then the final data, records what merging the final data alone does.
+    early, late = SuccessiveHalving(1, 3, 27), SuccessiveHalving(1, 3, 27)
+    for record in shared:
+        early.merge(record)
+    final = surrogate.data()
+    early.merge(final)
+    late.merge(final)
+    assert early.records() == late.records() == {0: [{"5": 3.0}, {"5": 2.0}]}
+
+
+def test_a_rung_result_sent_at_once_counts_in_another_worker_s_decision():
+    """Two workers: the second judges its run against the first's rung result before the first run ends."""
+    first, second = SuccessiveHalving(1, 2, 9), SuccessiveHalving(1, 2, 9)
+    first.start_run(individual(uid=1))
+    first.cancel(1.0)  # the first run reaches rung 0 with a good loss and trains on
+    second.merge(first.interim_data())
+    second.start_run(individual(uid=2))
+    # With the first run's record, 2 results at rung 0 and eta 2: the worse one is cancelled.
+    assert second.cancel(5.0) is True
+
+
+def test_a_replayed_run_does_not_share_its_rung_results_again():
+    surrogate = SuccessiveHalving(1, 3, 27)
+    surrogate.start_run(individual(uid=8))
+    for loss in [3.0, 2.5, 2.0]:
+        surrogate.replay(loss)
+    assert surrogate.interim_data() is None
+    surrogate.cancel(1.9)
+    assert surrogate.interim_data() is None  # not a rung
