@@ -112,22 +112,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from propulate import Status, load_checkpoint
+from propulate import Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from surrogate_savings import REPO, tutorial_command
+from surrogate_savings import run_tutorial, tutorial_command
 
 METHODS = ("none", "static", "loglinear", "dynamic", "asha")
 # The tutorial's options that tutorial_command passes on and this benchmark leaves at their defaults.
@@ -185,39 +181,8 @@ def measure(args: argparse.Namespace, method: str, seed: int, directory: Path) -
     checkpoint = directory / f"{method}-seed{seed}"
     options = argparse.Namespace(**{**vars(args), **TUTORIAL_DEFAULTS, "seed": seed})
     command = [*tutorial_command(options, method, checkpoint), "--eta", str(args.eta)]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
-    load_before = os.getloadavg()
-    # The ranks are waited for by their launcher, so their CPU time ends up in this process's children's.
-    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        output, _ = job.communicate(timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        # mpiexec passes SIGTERM on to the ranks, which stop after their current evaluation's grace period.
-        job.terminate()
-        try:
-            output, _ = job.communicate(timeout=STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            output, _ = job.communicate()
-        sys.exit(f"{' '.join(command)} ran for more than {args.timeout} s:\n{output[-5000:]}")
-    wall_seconds = time.perf_counter() - start
-    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if args.keep:
-        checkpoint.mkdir(parents=True, exist_ok=True)
-        (checkpoint / "output.txt").write_text(output)
-    if job.returncode != 0:
-        sys.exit(f"{' '.join(command)} exited with {job.returncode}:\n{output[-5000:]}")
-    loaded = load_checkpoint(checkpoint)
-    if loaded is None:
-        sys.exit(f"{' '.join(command)} left no checkpoint in {checkpoint}")
-
-    # Unique uids; a migrated or pollinated copy has a uid of its own and migration_steps > 0.
-    evaluated = list({ind.uid: ind for ind in loaded.population if ind.migration_steps == 0}.values())
+    job = run_tutorial(command, checkpoint, args.timeout, args.keep, stop_seconds=STOP_SECONDS)
+    evaluated = job.evaluated
     completed = [ind for ind in evaluated if ind.status is Status.COMPLETED]
     best = min(completed, key=lambda ind: ind.loss, default=None)
     trained = sum(ind.steps for ind in evaluated)
@@ -238,11 +203,9 @@ def measure(args: argparse.Namespace, method: str, seed: int, directory: Path) -
         "pruned_after": {str(steps): pruned_after[steps] for steps in sorted(pruned_after)},
         "best_val_loss": best.loss if best is not None else float("nan"),
         "best_accuracy": best.metrics.get("accuracy", float("nan")) if best is not None else float("nan"),
-        "wall_seconds": round(wall_seconds, 1),
-        "cpu_seconds": round(
-            (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime), 1
-        ),
-        "load_before": [round(x, 2) for x in load_before],
+        "wall_seconds": round(job.seconds, 1),
+        "cpu_seconds": round(job.cpu_seconds, 1),
+        "load_before": [round(x, 2) for x in job.load_before],
     }
 
 

@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +118,31 @@ def tutorial_command(args: argparse.Namespace, surrogate: str, checkpoint: Path)
     return command
 
 
-def run(args: argparse.Namespace, surrogate: str, directory: Path) -> tuple[dict[str, Any], list[Individual]]:
-    """Run the tutorial once; return its figures and the individuals it evaluated."""
-    checkpoint = directory / f"checkpoint_{surrogate}"
-    command = tutorial_command(args, surrogate, checkpoint)
+@dataclass
+class TutorialRun:
+    """One run of the tutorial: its output, what it cost and the individuals it evaluated."""
+
+    output: str
+    seconds: float  # wall-clock time of the whole job, start-up and data loading included
+    cpu_seconds: float  # user and system CPU time of all its ranks
+    load_before: tuple[float, float, float]  # the machine's 1, 5 and 15 minute load averages at its start
+    evaluated: list[Individual]  # every individual it evaluated, once (migrated copies left out)
+
+
+def run_tutorial(
+    command: list[str], checkpoint: Path, timeout: float, keep: bool, stop_seconds: float | None = None
+) -> TutorialRun:
+    """Run the tutorial ``command`` writing to ``checkpoint``; read what it evaluated from the checkpoint.
+
+    Past ``timeout`` seconds the job is sent SIGTERM (``mpiexec`` passes it on to the ranks), and killed if it
+    has not ended ``stop_seconds`` later (``None``: waited for). With ``keep``, its output is saved as
+    ``output.txt`` in ``checkpoint``.
+
+    Raises
+    ------
+    SystemExit
+        If the job fails, runs longer than ``timeout`` seconds or leaves no checkpoint.
+    """
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
@@ -131,24 +153,36 @@ def run(args: argparse.Namespace, surrogate: str, directory: Path) -> tuple[dict
     start = time.perf_counter()
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        output, _ = job.communicate(timeout=args.timeout)
+        output, _ = job.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        # mpiexec passes SIGTERM on to the ranks and takes the job down.
         job.terminate()
-        output, _ = job.communicate()
-        sys.exit(f"{' '.join(command)} ran for more than {args.timeout} s:\n{output[-5000:]}")
-    job_seconds = time.perf_counter() - start
+        try:
+            output, _ = job.communicate(timeout=stop_seconds)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            output, _ = job.communicate()
+        sys.exit(f"{' '.join(command)} ran for more than {timeout} s:\n{output[-5000:]}")
+    seconds = time.perf_counter() - start
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if args.keep:
+    if keep:
         checkpoint.mkdir(parents=True, exist_ok=True)
         (checkpoint / "output.txt").write_text(output)
     if job.returncode != 0:
         sys.exit(f"{' '.join(command)} exited with {job.returncode}:\n{output[-5000:]}")
     loaded = load_checkpoint(checkpoint)
     if loaded is None:
-        sys.exit(f"the run with --surrogate {surrogate} left no checkpoint in {checkpoint}")
+        sys.exit(f"{' '.join(command)} left no checkpoint in {checkpoint}")
     # Unique uids; a migrated or pollinated copy has a uid of its own and migration_steps > 0.
     evaluated = list({ind.uid: ind for ind in loaded.population if ind.migration_steps == 0}.values())
+    cpu_seconds = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
+    return TutorialRun(output, seconds, cpu_seconds, load_before, evaluated)
+
+
+def run(args: argparse.Namespace, surrogate: str, directory: Path) -> tuple[dict[str, Any], list[Individual]]:
+    """Run the tutorial once; return its figures and the individuals it evaluated."""
+    checkpoint = directory / f"checkpoint_{surrogate}"
+    job = run_tutorial(tutorial_command(args, surrogate, checkpoint), checkpoint, args.timeout, args.keep)
+    evaluated = job.evaluated
     completed_inds = [ind for ind in evaluated if ind.status is Status.COMPLETED]
     best = min(completed_inds, key=lambda ind: ind.loss, default=None)
     figures: dict[str, Any] = {
@@ -167,13 +201,12 @@ def run(args: argparse.Namespace, surrogate: str, directory: Path) -> tuple[dict
         "best_val_loss": best.loss if best is not None else math.nan,
         "best_accuracy": best.metrics.get("accuracy", math.nan) if best is not None else math.nan,
         "best_params": dict(best.items()) if best is not None else None,
-        "job_seconds": job_seconds,
+        "job_seconds": job.seconds,
         "search_seconds": max(ind.evaltime for ind in evaluated)
         - min(ind.evaltime - ind.evalperiod for ind in evaluated),
         "evaluation_seconds": sum(ind.evalperiod for ind in evaluated),
-        "cpu_seconds": (cpu_after.ru_utime - cpu_before.ru_utime)
-        + (cpu_after.ru_stime - cpu_before.ru_stime),
-        "load_before": [round(x, 2) for x in load_before],
+        "cpu_seconds": job.cpu_seconds,
+        "load_before": [round(x, 2) for x in job.load_before],
         "load_after": [round(x, 2) for x in os.getloadavg()],
     }
     return figures, evaluated
