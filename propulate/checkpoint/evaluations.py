@@ -422,18 +422,24 @@ class EvaluationFolders:
         island's population during the run, the run's best at its end); ties with the last of them keep
         their folder.
         """
-        from ..population import distinct_best
-
         if not self._kept:
             return
-        top = distinct_best(best, self.keep_best)
-        if len(top) < self.keep_best:
-            return
-        threshold = top[-1].loss
+        threshold = _kept_threshold(best, self.keep_best)
         for uid, loss in list(self._kept.items()):
             if not loss <= threshold:
                 _remove(self.folder(uid))
                 del self._kept[uid]
+
+
+def _kept_threshold(individuals: Iterable[Individual], keep_best: int) -> float:
+    """Return the loss of the ``keep_best``-th best distinct completed individual (infinite if fewer).
+
+    A completed individual keeps its folder while its loss is at most this (ties with the last keep theirs).
+    """
+    from ..population import distinct_best
+
+    top = distinct_best(individuals, keep_best)
+    return top[-1].loss if len(top) == keep_best else math.inf
 
 
 def sweep(
@@ -447,7 +453,6 @@ def sweep(
     never reached the checkpoint. Run by the first worker root before any worker begins to evaluate.
     """
     from ..individual import Status
-    from ..population import distinct_best
 
     base = Path(checkpoint_path) / FOLDER
     try:
@@ -457,8 +462,7 @@ def sweep(
     keep = {str(uid) for uid in requeued}
     pool = list(individuals)
     if keep_best > 0:
-        top = distinct_best(pool, keep_best)
-        threshold = top[-1].loss if len(top) == keep_best else math.inf
+        threshold = _kept_threshold(pool, keep_best)
         keep |= {str(ind.uid) for ind in pool if ind.status is Status.COMPLETED and ind.loss <= threshold}
     removed = 0
     for name in names:
