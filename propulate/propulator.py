@@ -19,8 +19,10 @@ import os
 import random
 import socket
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +48,7 @@ from .individual import ERROR_CHARS, Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, check_topology
 from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
+from .mpi.dissemination import Relay
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
@@ -367,6 +370,13 @@ class Propulator:
         first = int(self.island_displs[self.island_idx])
         self._island_peers = [first + r for r in range(self._island.size) if r != self.island_rank]
         self._news = IslandNews(bool(self._island_peers))  # what the island's other workers hear next
+        # News reaches the island's other workers along a tree rooted at its sender (see the module). While
+        # this worker evaluates, its watchdog thread passes news on (see _relaying_meanwhile); what it took
+        # in waits in _relayed for the loop.
+        self._relay = Relay(first, self._island.size, self.island_rank)
+        self._relay_lock = threading.Lock()
+        self._relaying = False
+        self._relayed: list[tuple[int, int, Any]] = []
         topology = check_topology(migration_topology, len(self.island_counts))
         self._topology = topology
         self._migration_prob = float(migration_prob)
@@ -445,8 +455,8 @@ class Propulator:
         )
         evaluator.check = alarm.check
         if self.is_worker_root and self.surrogate_factory is not None:
-            evaluator.take_news = self._receive
-            evaluator.share = self._share_interim
+            evaluator.take_news = self._receive_while_evaluating
+            evaluator.share = self._share_while_evaluating
         if self._worker.size > 1:
             evaluator.left = alarm.leave
             evaluator.release = _release_torch_group
@@ -455,7 +465,12 @@ class Propulator:
                 # Only the loss function calls its collectives: due once the moment of interruption passed.
                 lambda: alarm.left == evaluator.count or time.monotonic() >= conditions.interrupt_at,
             )
-        poll = alarm.poll if threads_may_poll() else _nothing
+        # Worker roots also pass island news on while they evaluate (see _relaying_meanwhile).
+        poll = (
+            (self._poll_in_background if self.is_worker_root else alarm.poll)
+            if threads_may_poll()
+            else _nothing
+        )
         try:
             with conditions, Watchdog(conditions, poll, _release_torch_group, lambda: evaluator.count):
                 outcome = self._run(logging_interval, debug)
@@ -774,7 +789,7 @@ class Propulator:
     def _work(self, logging_interval: int, debug: int) -> None:
         self._progress.counting = debug >= 1 and self._progress.island_head
         while self._requeue or self.generations == -1 or self.generation < self.generations:
-            self._receive(debug)
+            self._receive(debug, relay=False)  # what arrived is passed on with this worker's announcement
             if self._should_stop():
                 break
             self._await_peers()
@@ -912,7 +927,8 @@ class Propulator:
         resume = self._folders.prepare(ind, redo)
         if self._worker.size > 1:
             self._channel.send_task(ind, resume)
-        outcome = self.evaluator(ind, resume)
+        with self._relaying_meanwhile():
+            outcome = self.evaluator(ind, resume)
         ind.loss = outcome.loss
         ind.status = outcome.status
         ind.metrics = outcome.metrics
@@ -996,29 +1012,84 @@ class Propulator:
         """
         update = self._news.update(announce, self._started, self._mean_period, retire)
         if update is not None:
-            self._mail.send(update, self._island_peers, Tag.ISLAND_UPDATE)
+            self._relay.originate(Tag.ISLAND_UPDATE, update)
+        self._relay.flush(self._mail)  # with what arrived to be passed on since the last flush
 
-    def _receive(self, debug: int = -1) -> bool:
-        """Take in and apply every message that has arrived; whether there were any."""
+    def _receive(self, debug: int = -1, relay: bool = True) -> bool:
+        """Take in and apply every message that has arrived; whether there were any.
+
+        Island news is passed on along the relay tree (:mod:`propulate.mpi.dissemination`) at once, or with
+        the next update this worker sends when not ``relay`` (it sends one before its next evaluation).
+        """
+        if self._relayed:  # taken in and passed on by the watchdog thread during the last evaluation
+            relayed, self._relayed = self._relayed, []
+            self._take_news(relayed)
         messages = self._mail.receive_any()
-        for source, tag, obj in messages:
+        for _, tag, obj in messages:
             if tag == Tag.ISLAND_UPDATE:
-                self._take_update(source, obj)
+                self._take_news(self._relay.take(obj))
             elif tag == Tag.EMIGRANTS:
                 origin, travellers = obj
                 self._take_immigrants(origin, travellers, debug)
             elif tag == Tag.STOP:
                 self._take_stop(*obj)
-            elif tag == Tag.SURROGATE:
-                self.evaluator.consult_surrogate("merge", obj)
             else:
                 self._progress.take(obj)
+        if relay:
+            self._relay.flush(self._mail)
         return bool(messages)
+
+    def _take_news(self, news: list[tuple[int, int, Any]]) -> None:
+        """Apply island news, ``(sender, tag, object)`` from :meth:`Relay.take`, in the order received."""
+        for origin, kind, obj in news:
+            if kind == Tag.ISLAND_UPDATE:
+                self._take_update(origin, obj)
+            else:
+                self.evaluator.consult_surrogate("merge", obj)
 
     def _share_interim(self, data: Any) -> None:
         """Send the island's peers what the surrogate learned from the run under way (a rung result)."""
-        if self._island_peers:
-            self._mail.send(data, self._island_peers, Tag.SURROGATE)
+        self._relay.originate(Tag.SURROGATE, data)
+        self._relay.flush(self._mail)
+
+    # The surrogate's hooks, called by the evaluator while the watchdog thread may use the mailbox.
+    def _receive_while_evaluating(self) -> bool:
+        with self._relay_lock:
+            return self._receive()
+
+    def _share_while_evaluating(self, data: Any) -> None:
+        with self._relay_lock:
+            self._share_interim(data)
+
+    @contextmanager
+    def _relaying_meanwhile(self) -> Iterator[None]:
+        """Let the watchdog thread pass island news on while this worker evaluates.
+
+        A relayed piece of news waits at each hop until the relaying worker takes it in: between
+        evaluations only, an island's news would reach the workers one or more hops away an evaluation or
+        more late, and a long evaluation would hold up everything behind it. The watchdog thread polls
+        every :data:`propulate.lifecycle.TICK` seconds anyway (with ``MPI_THREAD_MULTIPLE``); meanwhile
+        the mailbox is the thread's, used only under ``_relay_lock`` by both threads.
+        """
+        with self._relay_lock:
+            self._relaying = self._island.size > 1
+        try:
+            yield
+        finally:
+            with self._relay_lock:
+                self._relaying = False
+
+    def _poll_in_background(self) -> None:
+        """Poll from the watchdog thread: alarm messages, and island news to pass on while evaluating."""
+        assert self._alarm is not None
+        self._alarm.poll()
+        if not self._relaying:
+            return
+        with self._relay_lock:
+            if self._relaying:
+                for _, items in self._mail.receive(Tag.ISLAND_UPDATE):
+                    self._relayed.extend(self._relay.take(items))
+                self._relay.flush(self._mail)
 
     def _receive_and_forward(self) -> bool:
         """At the end of the run: take in what arrived, and pass immigrants on to the island at once."""

@@ -75,7 +75,8 @@ def abandon(request: MPI.Request, *buffers: Any) -> None:
 class Tag(IntEnum):
     """Message tags. Each communicator the library uses is a ``Dup()``, so they cannot meet user traffic."""
 
-    #: Intra-island news: newly evaluated individuals, immigrants, deactivations (to the island's workers).
+    #: Intra-island news, relayed (:mod:`propulate.mpi.dissemination`): newly evaluated individuals,
+    #: immigrants, deactivations, and :data:`SURROGATE` news, of one or more senders (to a relay finger).
     ISLAND_UPDATE = 1
     #: Emigrants on their way to another island (to its first worker).
     EMIGRANTS = 2
@@ -83,7 +84,8 @@ class Tag(IntEnum):
     STOP = 3
     #: An island's progress counts for the run's progress line (to the first worker of the run).
     PROGRESS = 4
-    #: What a surrogate learned from a run still under way, e.g. a rung result (to the island's workers).
+    #: What a surrogate learned from a run still under way, e.g. a rung result: relayed with the island
+    #: news, under this tag inside an :data:`ISLAND_UPDATE` message.
     SURROGATE = 5
 
 
@@ -162,12 +164,15 @@ class Mailbox:
         self._status = MPI.Status()
         self.bytes_sent = 0
         self.messages_sent = 0
+        #: Messages handed to :meth:`send`, one per destination, whether sent yet or waiting in an outbox.
+        self.messages_posted = 0
 
     def send(self, obj: Any, dests: Collection[int], tag: Tag) -> None:
         """Serialize ``obj`` once and send it to each rank of ``dests`` (now, or batched shortly)."""
         if not dests:
             return  # e.g. a stop request on a run of one worker: nothing to pickle
         frame = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        self.messages_posted += len(dests)
         in_flight = self._in_flight
         outbox = self._outbox
         window = self.window
@@ -302,9 +307,12 @@ class Mailbox:
 def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
     """End the exchange on ``mailbox.comm``: return once every message sent on it has been received.
 
-    Collective over ``mailbox.comm``. Messages still waiting in an outbox are sent at once. What ``handle``
-    sends once this worker waits in the barrier may still be in flight when it returns: a second call, in
-    which ``handle`` sends nothing, ends that exchange too.
+    Collective over ``mailbox.comm``. Messages still waiting in an outbox are sent at once. ``handle`` may
+    send while it takes in (a relay passes news on, an island's first worker passes immigrants to its
+    island): what it sent once this worker waited in the barrier may still be in flight when the barrier
+    completes, so the workers then agree, with a non-blocking all-reduce, whether any of them sent
+    something meanwhile, and if one did, all of them drain again. Each further round follows the news one
+    hop further; it ends when a round sent nothing.
 
     Parameters
     ----------
@@ -314,21 +322,30 @@ def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
         Receives and processes whatever arrived; returns whether anything did. Called while waiting.
     """
     backoff = Backoff()
+
+    def wait_for(request: MPI.Request) -> None:
+        while not request.Test():
+            if handle():
+                backoff.reset()
+            else:
+                backoff.wait()
+
     while True:
-        mailbox.progress(flush=True)  # what still waits in an outbox (handle() may send too) goes out now
-        if not mailbox.n_pending:
-            break
-        if handle():
-            backoff.reset()
-        else:
-            backoff.wait()
-    barrier = mailbox.comm.Ibarrier()
-    while not barrier.Test():
-        if handle():
-            backoff.reset()
-        else:
-            backoff.wait()
-    handle()
+        while True:
+            mailbox.progress(flush=True)  # what still waits in an outbox (handle() may send too) goes out now
+            if not mailbox.n_pending:
+                break
+            if handle():
+                backoff.reset()
+            else:
+                backoff.wait()
+        posted = mailbox.messages_posted
+        wait_for(mailbox.comm.Ibarrier())
+        handle()
+        late = bytearray([mailbox.messages_posted != posted])
+        wait_for(mailbox.comm.Iallreduce(MPI.IN_PLACE, [late, MPI.BYTE], op=MPI.BOR))
+        if not late[0]:
+            return
 
 
 def bcast(comm: MPI.Comm, obj: Any, check: Callable[[], None], root: int = 0) -> Any:

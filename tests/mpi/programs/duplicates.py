@@ -39,7 +39,12 @@ parser.add_argument("--num-islands", type=int, default=1)
 parser.add_argument("--migration-probability", type=float, default=0.0)
 parser.add_argument("--pollination", action="store_true")
 parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--relay-radix", type=int, default=0, help="island relay tree radix (0: default)")
 args = parser.parse_args()
+if args.relay_radix:  # a small radix relays news over several hops even on a few ranks
+    from propulate.mpi import dissemination
+
+    dissemination.RADIX = args.relay_radix
 
 LIMITS = {
     "small": {"layers": (1, 3), "activation": ("relu", "tanh", "gelu", "silu")},

@@ -33,7 +33,12 @@ parser.add_argument("--pop-size", type=int, default=4)
 parser.add_argument("--top-n", type=int, default=3)
 parser.add_argument("--checkpoint", default="")
 parser.add_argument("--topology", default="", help="JSON list of lists")
+parser.add_argument("--relay-radix", type=int, default=0, help="island relay tree radix (0: default)")
 args = parser.parse_args()
+if args.relay_radix:  # a small radix relays news over several hops even on a few ranks
+    from propulate.mpi import dissemination
+
+    dissemination.RADIX = args.relay_radix
 
 if args.function == "categorical":
     # No float parameter at all (Propulate 1.2.2's default propagator crashed on this).
@@ -133,6 +138,8 @@ if propulator.is_worker_root:
     stats = layout.propulate_comm.gather(
         (layout.island_index, immigrants, inactive, active) if island_comm.rank == 0 else None
     )
+    # Messages of the loop's mailbox per generation, the most of any worker (relayed island news).
+    sent = layout.propulate_comm.allreduce(propulator._mail.messages_sent, op=MPI.MAX)
     if layout.propulate_comm.rank == 0:
         stats = [s for s in stats if s is not None]
         total_active = sum(s[3] for s in stats)
@@ -149,6 +156,7 @@ if propulator.is_worker_root:
             "islands": stats,
             "immigrants": total_immigrants,
             "best": summary[0][0].loss if summary[0] else None,
+            "messages_per_generation": sent / max(args.generations, 1),
         }
 
 if world.rank == 0:

@@ -1,0 +1,114 @@
+"""The island relay tree (``propulate.mpi.dissemination``): delivery once, order per sender, bounds."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+
+import pytest
+
+from propulate.mpi.dissemination import RADIX, Relay, children, fingers
+from propulate.mpi.messaging import Tag
+
+
+def levels(size: int, radix: int) -> int:
+    """ceil(log_radix size), computed without floating point."""
+    count, span = 0, 1
+    while span < size:
+        span *= radix
+        count += 1
+    return count
+
+
+@pytest.mark.parametrize("radix", [2, 3, 4, 8, 16])
+@pytest.mark.parametrize("size", [*range(1, 40), 63, 64, 65, 100, 128, 257, 1000])
+def test_the_tree_reaches_every_worker_once_within_the_depth_bound(size, radix):
+    reached = {0: 0}  # offset -> hops
+    frontier = [0]
+    while frontier:
+        following = []
+        for offset in frontier:
+            for child in children(offset, size, radix):
+                assert child not in reached, f"offset {child} reached twice"
+                assert offset < child < size
+                reached[child] = reached[offset] + 1
+                following.append(child)
+        frontier = following
+    assert sorted(reached) == list(range(size))
+    assert max(reached.values()) <= levels(size, radix)
+    assert len(fingers(size, radix)) <= (radix - 1) * levels(size, radix)
+
+
+def test_small_islands_are_direct_with_the_default_radix():
+    for size in range(1, RADIX + 1):
+        assert fingers(size) == list(range(1, size))
+
+
+def test_fingers_grow_logarithmically():
+    assert len(fingers(128)) <= (RADIX - 1) * math.ceil(math.log(128, RADIX))
+    assert len(fingers(10_000)) <= (RADIX - 1) * 5
+    assert len(fingers(10_000, 2)) == 14
+
+
+@pytest.mark.parametrize(("offset", "size", "radix"), [(-1, 4, 2), (4, 4, 2), (0, 4, 1)])
+def test_bad_arguments_are_named(offset, size, radix):
+    with pytest.raises(ValueError, match=r"offset|radix"):
+        children(offset, size, radix)
+
+
+class FakeMailbox:
+    """Delivers what a relay flushes into per-(source, destination) FIFO queues, as MPI orders them."""
+
+    def __init__(self, rank: int, network: dict[tuple[int, int], deque]) -> None:
+        self.rank = rank
+        self.network = network
+        self.sent = 0
+
+    def send(self, obj, dests, tag):
+        assert tag == Tag.ISLAND_UPDATE
+        for dest in dests:
+            self.network.setdefault((self.rank, dest), deque()).append(list(obj))
+            self.sent += 1
+
+
+@pytest.mark.parametrize("radix", [2, 3, 8])
+@pytest.mark.parametrize(("first", "size"), [(0, 1), (0, 2), (3, 7), (0, 16), (5, 33)])
+def test_relays_deliver_each_item_once_in_order_per_sender_whatever_the_interleaving(first, size, radix):
+    rng = random.Random(size * 100 + radix)
+    network: dict[tuple[int, int], deque] = {}
+    relays = [Relay(first, size, rank, radix) for rank in range(size)]
+    boxes = [FakeMailbox(first + rank, network) for rank in range(size)]
+    received: list[list[tuple[int, int]]] = [[] for _ in range(size)]
+    per_sender = 20
+    sent_by = [0] * size
+    polls = [0] * size
+    while any(n < per_sender for n in sent_by) or any(network.values()):
+        rank = rng.randrange(size)
+        action = rng.random()
+        if action < 0.3 and sent_by[rank] < per_sender:
+            relays[rank].originate(Tag.ISLAND_UPDATE, (first + rank, sent_by[rank]))
+            sent_by[rank] += 1
+        elif action < 0.8:
+            # Take in the oldest message from some sender (MPI keeps the order per pair, not across pairs).
+            sources = [key for key, queue in network.items() if key[1] == first + rank and queue]
+            if sources:
+                items = network[rng.choice(sources)].popleft()
+                for sender, tag, obj in relays[rank].take(items):
+                    assert tag == Tag.ISLAND_UPDATE and obj[0] == sender
+                    received[rank].append(obj)
+        if rng.random() < 0.5 or sent_by[rank] == per_sender:
+            relays[rank].flush(boxes[rank])
+            polls[rank] += 1
+    for rank in range(size):
+        expected = {first + other: list(range(per_sender)) for other in range(size) if other != rank}
+        got: dict[int, list[int]] = {}
+        for sender, number in received[rank]:
+            got.setdefault(sender, []).append(number)
+        assert got == ({} if size == 1 else expected)
+        assert relays[rank].idle
+    # Messages: one per destination and flush; destinations are the worker's fingers.
+    for rank in range(size):
+        destinations = {dest for (source, dest) in network if source == first + rank}
+        allowed = {first + (rank + offset) % size for offset in fingers(size, radix)}
+        assert destinations <= allowed
