@@ -12,7 +12,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .individual import Individual
-from .migration import check_topology
+from .migration import DEFAULT_TOPOLOGY, check_topology, messages_per_round
 from .migrator import Migrator
 from .mpi.layout import build_layout
 from .pollinator import Pollinator
@@ -48,12 +48,22 @@ class Islands:
     num_islands : int >= 1
         Number of islands (ignored when ``island_sizes`` is given). More than there are workers give one
         island per worker, with a warning, so that a script written for a cluster also runs on one rank;
-        a ``migration_topology`` given for ``num_islands`` islands then keeps the entries of those that exist.
+        a ``migration_topology`` array given for ``num_islands`` islands then keeps the entries of those that
+        exist, and a name is built for them.
     island_sizes : array_like of int, optional
         Workers per island, summing to the number of workers. Default: as equal as possible.
-    migration_topology : array_like of int, optional
-        Shape ``(num_islands, num_islands)``: how many individuals island ``i`` sends to island ``j`` per
-        migration event. Default: one to every other island.
+    migration_topology : {"hypercube", "complete", "ring"}, array_like of int, or None
+        How many individuals island ``i`` sends to island ``j`` per migration event, one message per non-zero
+        entry: an int array of shape ``(num_islands, num_islands)``, or a name of
+        :data:`propulate.migration.TOPOLOGIES` built for the islands that exist. ``"hypercube"`` (the default,
+        also ``None``): one to each island ``(i + 2**j) mod I``, ``j < ceil(log2 I)``
+        (:func:`~propulate.migration.hypercube_topology`); ``"complete"``: one to every other island,
+        Propulate 1.2.2's default; ``"ring"``: one to island ``(i + 1) mod I``. The default changed because
+        the complete topology's ``I p (I - 1)`` messages and immigrants per round of generations (``p`` the
+        migration probability) grow with the square of the number of islands ``I``: at ``p = 0.9``, 50.4
+        for 8 islands (a worker of 8 one-worker islands held about 370 individuals after evaluating 50) and
+        899,100 for 1,000; the hypercube's ``I p ceil(log2 I)`` are 21.6 (about 190 held) and 9,000. Pass
+        ``"complete"`` for 1.2.2's behaviour; up to 3 islands the two are the same.
     migration_probability : float in [0, 1]
         Probability of a migration event per island per round of its workers' generations (each worker
         starts one with probability ``migration_probability / island size`` after each generation).
@@ -87,8 +97,8 @@ class Islands:
     Raises
     ------
     ValueError
-        On every rank, for inconsistent sizes, a topology of the wrong shape or with negative entries, or
-        out-of-range probabilities.
+        On every rank, for inconsistent sizes, an unknown topology name, a topology of the wrong shape or
+        with negative entries, or out-of-range probabilities.
     propulate.checkpoint.CheckpointError
         On every rank, if the checkpoint in ``checkpoint_path`` cannot be used.
     """
@@ -139,6 +149,17 @@ class Islands:
                 f"Islands: {world.size} ranks, {world.size // ranks_per_worker} worker(s) of "
                 f"{ranks_per_worker} rank(s), {num_islands} island(s) of sizes {sizes}, {exchange}."
             )
+            if num_islands > 1:
+                name = DEFAULT_TOPOLOGY if migration_topology is None else migration_topology
+                described = repr(name) if isinstance(name, str) else "given as an array"
+                targets = np.count_nonzero(topology, axis=1)
+                fewest, most = int(targets.min()), int(targets.max())
+                per_island = str(most) if fewest == most else f"{fewest} to {most}"
+                log.info(
+                    f"Islands: migration topology {described}: {per_island} target island(s) per island, "
+                    f"{messages_per_round(topology, migration_probability):.4g} message(s) per round of "
+                    "generations."
+                )
         self.layout = layout
         # As in 1.2.2: a Pollinator or a Migrator, both a Propulator with the matching migration policy.
         self.propulator: Propulator = (Pollinator if pollination else Migrator)(

@@ -27,8 +27,12 @@ class Migrator(Propulator):
     ----------
     loss_fn, propagator, rng, island_idx, island_comm, propulate_comm, worker_sub_comm, generations
         See :class:`Propulator`.
-    checkpoint_path, migration_topology, migration_prob, emigration_propagator, island_displs
+    checkpoint_path, migration_prob, emigration_propagator, island_displs
         See :class:`Propulator`.
+    migration_topology : {"hypercube", "complete", "ring"}, array_like of int, or None
+        Checked by :func:`propulate.migration.check_topology`: a name, or an int array of shape
+        ``(num_islands, num_islands)``. ``None`` is ``"hypercube"``; ``"complete"`` is Propulate 1.2.2's
+        default, one individual to every other island.
     island_counts, surrogate_factory
         See :class:`Propulator`.
     **kwargs
@@ -38,6 +42,9 @@ class Migrator(Propulator):
     ------
     TypeError
         If ``pollination`` is given: a migrator never pollinates (use :class:`propulate.Pollinator`).
+    propulate.errors.LayoutError
+        (a ``ValueError``) for an unknown ``migration_topology`` name or an array of the wrong shape or with
+        negative entries.
     """
 
     def __init__(

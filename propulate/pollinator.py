@@ -29,8 +29,12 @@ class Pollinator(Propulator):
     ----------
     loss_fn, propagator, rng, island_idx, island_comm, propulate_comm, worker_sub_comm, generations
         See :class:`Propulator`.
-    checkpoint_path, migration_topology, migration_prob, emigration_propagator
+    checkpoint_path, migration_prob, emigration_propagator
         See :class:`Propulator`.
+    migration_topology : {"hypercube", "complete", "ring"}, array_like of int, or None
+        Checked by :func:`propulate.migration.check_topology`: a name, or an int array of shape
+        ``(num_islands, num_islands)``. ``None`` is ``"hypercube"``; ``"complete"`` is Propulate 1.2.2's
+        default, one individual to every other island.
     immigration_propagator : Propagator class
         Selects the individuals that immigrants replace.
     island_displs, island_counts, surrogate_factory
@@ -42,6 +46,9 @@ class Pollinator(Propulator):
     ------
     TypeError
         If ``pollination`` is given: a pollinator always pollinates (use :class:`propulate.Migrator`).
+    propulate.errors.LayoutError
+        (a ``ValueError``) for an unknown ``migration_topology`` name or an array of the wrong shape or with
+        negative entries.
     """
 
     def __init__(
