@@ -12,7 +12,7 @@ import numpy as np
 from mpi4py import MPI
 
 from .individual import Individual
-from .migration import DEFAULT_TOPOLOGY, check_topology, messages_per_round
+from .migration import Topology, messages_per_round
 from .migrator import Migrator
 from .mpi.layout import build_layout
 from .pollinator import Pollinator
@@ -135,7 +135,8 @@ class Islands:
         # Fewer workers than islands (see build_layout): the islands that exist keep their entries.
         if num_islands < asked and np.shape(migration_topology) == (asked, asked):
             migration_topology = np.asarray(migration_topology)[:num_islands, :num_islands]
-        topology = check_topology(migration_topology, num_islands)
+        # A name stays a name: each worker computes its own island's targets (see Topology).
+        topology = Topology.of(migration_topology, num_islands)
         island_size = int(layout.island_counts[layout.island_index])
         if world.rank == 0:
             kind = "pollination" if pollination else "migration"
@@ -150,9 +151,8 @@ class Islands:
                 f"{ranks_per_worker} rank(s), {num_islands} island(s) of sizes {sizes}, {exchange}."
             )
             if num_islands > 1:
-                name = DEFAULT_TOPOLOGY if migration_topology is None else migration_topology
-                described = repr(name) if isinstance(name, str) else "given as an array"
-                targets = np.count_nonzero(topology, axis=1)
+                described = "given as an array" if topology.name is None else repr(topology.name)
+                targets = topology.target_counts()
                 fewest, most = int(targets.min()), int(targets.max())
                 per_island = str(most) if fewest == most else f"{fewest} to {most}"
                 log.info(

@@ -9,8 +9,9 @@ may only be sent away by the worker named in its ``current`` attribute, and all 
 arrive at its first worker, which alone decides on replacements and tells the island.
 
 The migration topology says how many individuals each island sends to each other one per migration event:
-an array, or a name of :data:`TOPOLOGIES` (:func:`check_topology`). The default, ``"hypercube"``, sends to
-``ceil(log2 I)`` of ``I`` islands; Propulate 1.2.2's default, ``"complete"``, to all ``I - 1`` others.
+an array, or a name of :data:`TOPOLOGIES` (:class:`Topology`). The default, ``"hypercube"``, sends to
+``ceil(log2 I)`` of ``I`` islands; Propulate 1.2.2's default, ``"complete"``, to all ``I - 1`` others. A
+topology given by name costs each island only its own targets, never the ``I x I`` matrix.
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ __all__ = [
     "TOPOLOGIES",
     "IsolatedIslands",
     "MigrationPolicy",
+    "Topology",
     "check_topology",
     "complete_topology",
     "hypercube_topology",
     "messages_per_round",
     "ring_topology",
+    "same_topology_setting",
+    "topology_setting_words",
 ]
 
 log = logging.getLogger("propulate")
@@ -132,11 +136,45 @@ TOPOLOGIES: dict[str, Callable[[int], np.ndarray]] = {
 DEFAULT_TOPOLOGY = "hypercube"
 
 
+def _complete_targets(island: int, num_islands: int) -> list[int]:
+    return [target for target in range(num_islands) if target != island]
+
+
+def _ring_targets(island: int, num_islands: int) -> list[int]:
+    return [(island + 1) % num_islands] if num_islands > 1 else []
+
+
+def _hypercube_targets(island: int, num_islands: int) -> list[int]:
+    # ceil(log2 I) jumps 1, 2, 4, ...: every jump is below I, so the targets are distinct and not the island.
+    jumps = (1 << j for j in range((num_islands - 1).bit_length()))
+    return sorted((island + jump) % num_islands for jump in jumps)
+
+
+#: Island ``i``'s targets in the topology of each name, ascending, as a function of ``(i, I)``: the
+#: non-zero columns of row ``i`` of :data:`TOPOLOGIES`' array, without building it.
+_TARGETS: dict[str, Callable[[int, int], list[int]]] = {
+    "complete": _complete_targets,
+    "ring": _ring_targets,
+    "hypercube": _hypercube_targets,
+}
+
+
+def _check_name(name: str, num_islands: int) -> None:
+    if name not in TOPOLOGIES:
+        names = ", ".join(repr(known) for known in TOPOLOGIES)
+        raise LayoutError(
+            f"migration_topology: unknown topology {name!r}; expected one of {names}, an integer "
+            f"array of shape ({num_islands}, {num_islands}), or None (the default, {DEFAULT_TOPOLOGY!r})"
+        )
+
+
 def check_topology(topology: Any, num_islands: int) -> np.ndarray:
     """Return ``topology`` as an int array of shape ``(num_islands, num_islands)``, checked.
 
     Entry ``(i, j)`` is how many individuals island ``i`` sends to island ``j`` per migration event; each
-    non-zero entry is one message. Diagonal entries are ignored (with a warning).
+    non-zero entry is one message. Diagonal entries are ignored (with a warning). A name is built into its
+    array, ``num_islands ** 2`` integers (800 MB at 10,000 islands): the library itself keeps names as a
+    :class:`Topology`, which computes each island's targets when asked.
 
     Parameters
     ----------
@@ -160,12 +198,7 @@ def check_topology(topology: Any, num_islands: int) -> np.ndarray:
     if topology is None:
         topology = DEFAULT_TOPOLOGY
     if isinstance(topology, str):
-        if topology not in TOPOLOGIES:
-            names = ", ".join(repr(name) for name in TOPOLOGIES)
-            raise LayoutError(
-                f"migration_topology: unknown topology {topology!r}; expected one of {names}, an integer "
-                f"array of shape ({num_islands}, {num_islands}), or None (the default, {DEFAULT_TOPOLOGY!r})"
-            )
+        _check_name(topology, num_islands)
         return TOPOLOGIES[topology](num_islands)
     array = np.asarray(topology)
     if array.shape != (num_islands, num_islands):
@@ -185,7 +218,110 @@ def check_topology(topology: Any, num_islands: int) -> np.ndarray:
     return array
 
 
-def messages_per_round(topology: np.ndarray, probability: float) -> float:
+class Topology:
+    """A checked migration topology of ``num_islands`` islands, read one island's targets at a time.
+
+    Entry ``(i, j)`` of the topology is how many individuals island ``i`` sends to island ``j`` per migration
+    event. A topology given by name keeps only the name and computes island ``i``'s targets when asked
+    (:meth:`targets`: ``ceil(log2 I)`` of them for the hypercube, one for the ring, ``I - 1`` for the
+    complete topology), so that each rank pays for its own island's targets, never for the ``I x I`` matrix
+    (800 MB of 64-bit integers at 10,000 islands). An array given by the user is kept as
+    :func:`check_topology` checked it. Build one with :meth:`of`.
+
+    Parameters
+    ----------
+    num_islands : int >= 1
+        ``I``, the number of islands.
+    name : str, optional
+        A name of :data:`TOPOLOGIES`; for a topology given by name.
+    array : numpy.ndarray, optional
+        A checked topology, shape ``(num_islands, num_islands)``; for a topology given as an array.
+
+    Attributes
+    ----------
+    name : str or None
+        The name, ``None`` for an array.
+    array : numpy.ndarray or None
+        The checked array, ``None`` for a name.
+    """
+
+    def __init__(self, num_islands: int, name: str | None = None, array: np.ndarray | None = None) -> None:
+        assert (name is None) != (array is None), "a topology is a name or an array"
+        self.num_islands = int(num_islands)
+        self.name = name
+        self.array = array
+
+    @classmethod
+    def of(cls, topology: Any, num_islands: int) -> Topology:
+        """Check ``topology`` for ``num_islands`` islands.
+
+        Parameters
+        ----------
+        topology : {"hypercube", "complete", "ring"}, array_like of int, Topology, or None
+            As ``migration_topology`` (:func:`check_topology`); ``None`` is :data:`DEFAULT_TOPOLOGY`. A
+            :class:`Topology` is returned as it is.
+        num_islands : int >= 1
+            The number of islands.
+
+        Raises
+        ------
+        LayoutError
+            (a ``ValueError``) as :func:`check_topology`, or for a :class:`Topology` of another number of
+            islands.
+        """
+        if isinstance(topology, Topology):
+            if topology.num_islands != num_islands:
+                raise LayoutError(
+                    f"migration_topology: a topology of {topology.num_islands} island(s) given for "
+                    f"{num_islands} island(s)"
+                )
+            return topology
+        if topology is None:
+            topology = DEFAULT_TOPOLOGY
+        if isinstance(topology, str):
+            _check_name(topology, num_islands)
+            return cls(num_islands, name=topology)
+        return cls(num_islands, array=check_topology(topology, num_islands))
+
+    def targets(self, island: int) -> list[tuple[int, int]]:
+        """Return ``(target island, number of individuals)`` for every island ``island`` sends to, ascending.
+
+        O(targets) time and memory for a name, O(I) for an array.
+        """
+        if self.name is not None:
+            return [(target, 1) for target in _TARGETS[self.name](island, self.num_islands)]
+        assert self.array is not None
+        row = self.array[island]
+        return [(int(j), int(row[j])) for j in np.flatnonzero(row) if j != island]
+
+    def target_counts(self) -> np.ndarray:
+        """Return how many islands each island sends to, shape ``(num_islands,)``."""
+        if self.name is not None:
+            # Every named topology is circulant: each island has as many targets as island 0.
+            return np.full(self.num_islands, len(_TARGETS[self.name](0, self.num_islands)))
+        assert self.array is not None
+        return np.count_nonzero(self.array, axis=1)
+
+    def any(self) -> bool:
+        """Whether any island sends any individual (``False``: isolated islands)."""
+        if self.name is not None:
+            return self.num_islands > 1
+        assert self.array is not None
+        return bool(self.array.any())
+
+    def to_json(self) -> str | list[list[int]]:
+        """Return the topology as the checkpoint's settings store it: the name, or the array as lists."""
+        if self.name is not None:
+            return self.name
+        assert self.array is not None
+        return self.array.tolist()
+
+    def __repr__(self) -> str:
+        given = repr(self.name) if self.name is not None else "array"
+        return f"Topology({given}, num_islands={self.num_islands})"
+
+
+def messages_per_round(topology: Topology | np.ndarray, probability: float) -> float:
     """Return the expected number of migration messages the island model sends per round of generations.
 
     Each island starts a migration event with probability ``probability`` per round of its workers'
@@ -195,12 +331,52 @@ def messages_per_round(topology: np.ndarray, probability: float) -> float:
 
     Parameters
     ----------
-    topology : numpy.ndarray
-        Checked topology, shape ``(num_islands, num_islands)`` (see :func:`check_topology`).
+    topology : Topology or numpy.ndarray
+        Checked topology (:class:`Topology`, or an array of shape ``(num_islands, num_islands)`` from
+        :func:`check_topology`).
     probability : float in [0, 1]
         ``migration_probability``: per island and round.
     """
+    if isinstance(topology, Topology):
+        return probability * float(topology.target_counts().sum())
     return probability * float(np.count_nonzero(topology) - np.count_nonzero(np.diag(topology)))
+
+
+def same_topology_setting(old: Any, new: Any) -> bool:
+    """Whether two ``migration_topology`` settings of checkpoints (:meth:`Topology.to_json`) are the same.
+
+    A name and an array are the same when the array is the one the name builds for as many islands, as in
+    checkpoints written before topologies had names, which stored every topology as an array (Propulate
+    1.2.2's default is ``"complete"``). The array is compared one row at a time: O(I) memory besides it.
+    """
+    if isinstance(old, str) == isinstance(new, str):
+        return bool(old == new)
+    name, rows = (old, new) if isinstance(old, str) else (new, old)
+    if name not in _TARGETS or not isinstance(rows, list) or not rows:
+        return False
+    named = Topology(len(rows), name=name)
+    for island, row in enumerate(rows):
+        try:
+            given = np.asarray(row)
+        except (TypeError, ValueError):
+            return False
+        if given.shape != (len(rows),) or not np.issubdtype(given.dtype, np.number):
+            return False
+        # A stored array was checked: its diagonal is zero.
+        if [(int(j), int(given[j])) for j in np.flatnonzero(given)] != named.targets(island):
+            return False
+    return True
+
+
+def topology_setting_words(setting: Any) -> str:
+    """Return a ``migration_topology`` setting of a checkpoint as the log shows it: short for large arrays.
+
+    A name as ``'hypercube'``; an array of up to 8 islands as its rows; a larger one as ``an array of shape
+    (I, I)``.
+    """
+    if isinstance(setting, list) and len(setting) > 8:
+        return f"an array of shape ({len(setting)}, {len(setting)})"
+    return repr(setting)
 
 
 def _make_selector(propagator: type[Propagator] | Propagator, count: int, rng: random.Random) -> Propagator:
@@ -238,8 +414,9 @@ class MigrationPolicy:
     ----------
     island_index : int
         This worker's island.
-    topology : numpy.ndarray
-        Checked topology, shape ``(num_islands, num_islands)`` (see :func:`check_topology`).
+    topology : Topology or numpy.ndarray
+        Checked topology (:class:`Topology`, or an array of shape ``(num_islands, num_islands)`` from
+        :func:`check_topology`); the policy keeps its island's targets only.
     probability : float in [0, 1]
         Probability that this worker starts a migration event after one of its generations.
     emigration_propagator, immigration_propagator : Propagator class or instance
@@ -255,7 +432,7 @@ class MigrationPolicy:
     def __init__(
         self,
         island_index: int,
-        topology: np.ndarray,
+        topology: Topology | np.ndarray,
         probability: float,
         emigration_propagator: type[Propagator] | Propagator,
         immigration_propagator: type[Propagator] | Propagator,
@@ -263,9 +440,10 @@ class MigrationPolicy:
         rng: random.Random,
     ) -> None:
         self.island_index = island_index
+        if not isinstance(topology, Topology):
+            topology = Topology.of(topology, len(topology))
         self.topology = topology
-        row = topology[island_index]
-        self._targets = [(int(j), int(row[j])) for j in np.flatnonzero(row) if j != island_index]
+        self._targets = topology.targets(island_index)
         self.probability = probability
         self.emigration_propagator = emigration_propagator
         self.immigration_propagator = immigration_propagator

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..individual import Individual, loss_order
+from ..migration import same_topology_setting, topology_setting_words
 from ..space import SearchSpace
 from .compaction import compact
 from .evaluations import FOLDER as EVALUATION_FOLDERS
@@ -115,13 +116,27 @@ COMPARED = {
 }
 
 
+def _same_setting(key: str, old: Any, new: Any) -> bool:
+    """Whether setting ``key`` is the same in the checkpoint (``old``) and in this run (``new``)."""
+    if key == "migration_topology":
+        # A name and the array it builds are the same: checkpoints of old versions stored the array.
+        return same_topology_setting(old, new)
+    return bool(old == new)
+
+
+def _setting_words(key: str, value: Any) -> str:
+    """Return a setting's value as the log shows it: a large topology array by its shape, not its entries."""
+    return topology_setting_words(value) if key == "migration_topology" else repr(value)
+
+
 def describe_session(plan: SessionPlan, settings: dict[str, Any], directory: Path) -> list[tuple[int, str]]:
     """Return what the log says when a session begins, as ``(level, message)`` pairs; first rank only.
 
     One line says what the checkpoint holds and what this run will do: the evaluations planned
     (``generations`` per worker), those the checkpoint already holds, those left. A resumed run with nothing
     left to do gets a warning that says how to search again, and settings that differ from the
-    checkpoint's (:data:`COMPARED`) a warning that names each, with its old and new value.
+    checkpoint's (:data:`COMPARED`) a warning that names each, with its old and new value (a migration
+    topology by its name, or as an array: its rows up to 8 islands, else its shape).
 
     Parameters
     ----------
@@ -162,9 +177,9 @@ def describe_session(plan: SessionPlan, settings: dict[str, Any], directory: Pat
             )
     if plan.previous is not None:
         changed = [
-            f"{words} {plan.previous[key]!r} -> {settings[key]!r}"
+            f"{words} {_setting_words(key, plan.previous[key])} -> {_setting_words(key, settings[key])}"
             for key, words in COMPARED.items()
-            if key in plan.previous and plan.previous[key] != settings[key]
+            if key in plan.previous and not _same_setting(key, plan.previous[key], settings[key])
         ]
         if changed:
             lines.append(

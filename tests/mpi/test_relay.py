@@ -35,9 +35,9 @@ def test_one_island_relayed(mpirun, ranks, radix, tmp_path):
 def test_relayed_messages_per_generation_are_bounded_by_the_fingers(mpirun, tmp_path):
     direct = island_model(mpirun, 8, tmp_path / "direct", "--generations", "60")
     relayed = island_model(mpirun, 8, tmp_path / "relayed", "--generations", "60", "--relay-radix", "2")
-    # 7 peers directly; 3 fingers (1, 2, 4) relayed, plus the odd extra flush of news that arrived late.
+    # 7 peers directly; 3 fingers (1, 2, 4) relayed, one message each per generation (3.08 measured).
     assert direct["messages_per_generation"] >= 7
-    assert relayed["messages_per_generation"] < 6, relayed
+    assert relayed["messages_per_generation"] < 4, relayed
 
 
 @pytest.mark.parametrize("pollination", [False, True], ids=["migration", "pollination"])

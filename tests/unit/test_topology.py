@@ -1,24 +1,33 @@
-"""Migration topologies by name: shapes, targets, reachability (BFS) and messages per round; bad names."""
+"""Migration topologies: shapes, targets, reachability (BFS), messages per round, bad names; the cost of a
+named topology per island at 10,000 islands; the checkpoint's setting and how a resume logs its change."""
 
 from __future__ import annotations
 
+import logging
 import math
 import random
+import tracemalloc
 from collections import deque
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from propulate.checkpoint.format import PLAN_DTYPE
+from propulate.checkpoint.session import SessionPlan, describe_session
 from propulate.errors import LayoutError
 from propulate.migration import (
     DEFAULT_TOPOLOGY,
     TOPOLOGIES,
     MigrationPolicy,
+    Topology,
     check_topology,
     complete_topology,
     hypercube_topology,
     messages_per_round,
     ring_topology,
+    same_topology_setting,
+    topology_setting_words,
 )
 from propulate.propagators.base import SelectMax, SelectMin
 
@@ -179,3 +188,171 @@ def test_the_policy_sends_to_its_row(num_islands):
     for island in range(num_islands):
         policy = MigrationPolicy(island, topology, 0.9, SelectMin, SelectMax, True, random.Random(island))
         assert policy.targets() == [(int(j), 1) for j in np.flatnonzero(topology[island])]
+
+
+# ------------------------------------------------------------------------- Topology: one island at a time
+
+
+@pytest.mark.parametrize("name", sorted(TOPOLOGIES))
+def test_named_targets_are_the_rows_of_the_built_array(name):
+    for num_islands in range(1, 65):
+        topology = Topology.of(name, num_islands)
+        built = TOPOLOGIES[name](num_islands)
+        assert topology.array is None and topology.name == name
+        for island in range(num_islands):
+            assert topology.targets(island) == [(int(j), 1) for j in np.flatnonzero(built[island])]
+        assert np.array_equal(topology.target_counts(), np.count_nonzero(built, axis=1))
+        assert topology.any() == bool(built.any())
+        assert messages_per_round(topology, 0.9) == pytest.approx(messages_per_round(built, 0.9))
+
+
+def test_none_is_the_default_by_name():
+    assert Topology.of(None, 5).name == DEFAULT_TOPOLOGY
+
+
+def test_an_array_is_kept_checked():
+    given = np.array([[1, 2, 0], [0, 0, 3], [1, 0, 0]])
+    topology = Topology.of(given, 3)
+    assert topology.name is None
+    assert topology.array is not None and topology.array.tolist() == [[0, 2, 0], [0, 0, 3], [1, 0, 0]]
+    assert [topology.targets(i) for i in range(3)] == [[(1, 2)], [(2, 3)], [(0, 1)]]
+    assert topology.target_counts().tolist() == [1, 1, 1]
+    assert messages_per_round(topology, 0.5) == pytest.approx(1.5)
+    assert not Topology.of(np.zeros((3, 3), dtype=int), 3).any()
+    with pytest.raises(LayoutError, match="expected shape"):
+        Topology.of(np.ones((3, 3), dtype=int), 2)
+
+
+def test_a_topology_is_taken_as_it_is_for_as_many_islands():
+    topology = Topology.of("ring", 4)
+    assert Topology.of(topology, 4) is topology
+    with pytest.raises(LayoutError, match="a topology of 4 island"):
+        Topology.of(topology, 5)
+    with pytest.raises(LayoutError, match="unknown topology 'star'"):
+        Topology.of("star", 4)
+
+
+@pytest.mark.parametrize("num_islands", [2, 5, 16])
+def test_the_policy_of_a_name_sends_to_the_row_of_its_array(num_islands):
+    for island in range(num_islands):
+        policy = MigrationPolicy(
+            island, Topology.of(None, num_islands), 0.9, SelectMin, SelectMax, True, random.Random(island)
+        )
+        built = hypercube_topology(num_islands)[island]
+        assert policy.targets() == [(int(j), 1) for j in np.flatnonzero(built)]
+
+
+def _no_matrix(name):
+    def refuse(num_islands):
+        raise AssertionError(f"the {name!r} matrix of {num_islands} islands was built")
+
+    return refuse
+
+
+@pytest.mark.parametrize(("name", "most_bytes"), [(None, 1 << 20), ("ring", 1 << 20), ("complete", 4 << 20)])
+def test_ten_thousand_islands_by_name_cost_an_island_its_targets(monkeypatch, name, most_bytes):
+    # What a worker of 10,000 islands does with the topology: Islands checks it and logs targets and messages
+    # (first rank), the Propulator checks it again, builds its island's policy and stores the setting.
+    # The dense matrix would be 10,000 ** 2 int64: 800 MB.
+    num_islands, island = 10_000, 9_999
+    for known in TOPOLOGIES:
+        monkeypatch.setitem(TOPOLOGIES, known, _no_matrix(known))
+    tracemalloc.start()
+    try:
+        topology = Topology.of(name, num_islands)
+        counts = topology.target_counts()
+        messages = messages_per_round(topology, 0.9)
+        topology = Topology.of(topology, num_islands)
+        policy = MigrationPolicy(island, topology, 0.9, SelectMin, SelectMax, True, random.Random(0))
+        targets = policy.targets()
+        setting = topology.to_json()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < most_bytes, f"{peak} bytes"
+    assert not any(isinstance(value, np.ndarray) for value in vars(topology).values())
+    assert setting == (name or DEFAULT_TOPOLOGY)
+    expected = {None: [(island + 2**j) % num_islands for j in range(14)], "ring": [0]}
+    if name is None or name == "ring":
+        assert [target for target, _ in targets] == sorted(expected[name])
+        assert counts.tolist() == [len(expected[name])] * num_islands
+        assert messages == pytest.approx(0.9 * num_islands * len(expected[name]))
+    else:
+        assert len(targets) == num_islands - 1 and messages == pytest.approx(0.9 * num_islands * 9_999)
+
+
+# ---------------------------------------------------------------- the checkpoint's setting and a resume
+
+
+def test_the_setting_is_the_name_or_the_array():
+    assert Topology.of(None, 10_000).to_json() == "hypercube"
+    assert Topology.of("complete", 3).to_json() == "complete"
+    assert Topology.of([[0, 2], [1, 0]], 2).to_json() == [[0, 2], [1, 0]]
+
+
+def test_a_name_and_the_array_it_builds_are_the_same_setting():
+    for num_islands in (1, 2, 4, 13):
+        for name, build in TOPOLOGIES.items():
+            dense = build(num_islands).tolist()
+            assert same_topology_setting(dense, name) and same_topology_setting(name, dense)
+    assert same_topology_setting("hypercube", "hypercube")
+    assert not same_topology_setting("complete", "hypercube")
+    assert not same_topology_setting(complete_topology(16).tolist(), "hypercube")
+    assert not same_topology_setting([[0, 2], [1, 0]], "complete")
+    assert same_topology_setting([[0, 2], [1, 0]], [[0, 2], [1, 0]])
+    # Whatever a file holds, the comparison says "differs" rather than raising.
+    for odd in (
+        [],
+        [[0, 1]],
+        [[0, 1], [1]],
+        [["a", 1], [1, 0]],
+        [[1, 1], [1, 0]],
+        [[0, None], [1, 0]],
+        "star",
+        3,
+    ):
+        assert not same_topology_setting(odd, "complete")
+
+
+def test_a_setting_is_shown_short():
+    assert topology_setting_words("hypercube") == "'hypercube'"
+    assert topology_setting_words(complete_topology(8).tolist()) == repr(complete_topology(8).tolist())
+    assert topology_setting_words(complete_topology(1000).tolist()) == "an array of shape (1000, 1000)"
+
+
+def _settings(num_islands, topology):
+    return {
+        "generations": 10,
+        "island_counts": [1] * num_islands,
+        "ranks_per_worker": 1,
+        "propagator": "p",
+        "migration_prob": 0.9,
+        "pollination": True,
+        "migration_topology": topology,
+    }
+
+
+def _warnings(num_islands, old, new):
+    plan_table = np.zeros(num_islands, dtype=PLAN_DTYPE)
+    plan_table["island"] = np.arange(num_islands)
+    plan_table["generation_start"] = 5
+    plan = SessionPlan(0, None, [], None, plan_table, holds="resuming", previous=_settings(num_islands, old))
+    lines = describe_session(plan, _settings(num_islands, new), Path("."))
+    return [line for level, line in lines if level == logging.WARNING]
+
+
+def test_a_resume_from_the_array_of_the_default_logs_no_change():
+    assert _warnings(1000, hypercube_topology(1000).tolist(), "hypercube") == []
+
+
+def test_a_resume_onto_another_topology_logs_it_in_a_few_words():
+    (line,) = _warnings(1000, complete_topology(1000).tolist(), "hypercube")
+    assert (
+        "settings differ from the checkpoint's: migration topology an array of shape (1000, 1000) -> " in line
+    )
+    assert "'hypercube'. This run uses its own" in line and len(line) < 400, line
+    (line,) = _warnings(1000, "complete", "hypercube")
+    assert "migration topology 'complete' -> 'hypercube'." in line
+    old, new = complete_topology(4).tolist(), [[0, 2, 0, 0], [0, 0, 2, 0], [0, 0, 0, 2], [2, 0, 0, 0]]
+    (line,) = _warnings(4, old, new)
+    assert f"migration topology {old!r} -> {new!r}." in line

@@ -1,16 +1,19 @@
 """Run an island model over a migration topology and check, collectively, who sent whom how many immigrants.
 
-Usage: ``topology_run.py --num-islands I [--topology NAME] [--migration] [--resumed] --checkpoint DIR``.
-A topology that ``Islands`` refuses makes every rank print ``rank R raised <error>: <message>`` and exit 1.
+Usage: ``topology_run.py --num-islands I [--topology NAME] [--as-array] [--migration] [--resumed] --checkpoint
+DIR``. ``--as-array`` passes the array the name builds for ``I`` islands instead of the name, as scripts of
+versions without names did. A topology that ``Islands`` refuses makes every rank print ``rank R raised
+<error>: <message>`` and exit 1.
 
 Every worker counts its migration events (calls of its policy's ``targets()``, one per event). After the
 run, each island's first worker counts the immigrants of its island by the island they came from (the last
 hop of ``migration_history``). Rank 0 checks that immigrants came only along the topology's non-zero
 entries, that with pollination (a copy always exists to be sent) island ``j`` received exactly
 ``events[i] * topology[i, j]`` immigrants from island ``i``, and with migration at most that many, and that
-the checkpoint stores the topology that was used. ``--resumed`` (a run continuing a checkpoint written with
-another topology) skips the immigrant checks, which the earlier session's immigrants would upset. Rank 0
-prints ``RESULT {json}`` with the topology, the events and the immigrant counts.
+the checkpoint stores the topology that was used: its name, or the array given. Every worker checks that
+its policy keeps a name as a name (no array of the islands). ``--resumed`` (a run continuing a checkpoint
+written with another topology) skips the immigrant checks, which the earlier session's immigrants would
+upset. Rank 0 prints ``RESULT {json}`` with the topology, the events and the immigrant counts.
 """
 
 from __future__ import annotations
@@ -25,7 +28,13 @@ from mpi4py import MPI
 
 from propulate import Islands
 from propulate.checkpoint import load_checkpoint
-from propulate.migration import MigrationPolicy, check_topology, messages_per_round
+from propulate.migration import (
+    DEFAULT_TOPOLOGY,
+    TOPOLOGIES,
+    MigrationPolicy,
+    check_topology,
+    messages_per_round,
+)
 from propulate.utils import get_default_propagator, set_logger_config
 from propulate.utils.benchmark_functions import get_function_search_space
 
@@ -33,6 +42,7 @@ world = MPI.COMM_WORLD
 parser = argparse.ArgumentParser()
 parser.add_argument("--num-islands", type=int, required=True)
 parser.add_argument("--topology", default=None, help="a name; the default (None) if not given")
+parser.add_argument("--as-array", action="store_true", help="pass the array the name builds instead")
 parser.add_argument("--generations", type=int, default=30)
 parser.add_argument("--migration-probability", type=float, default=0.9)
 parser.add_argument("--migration", action="store_true", help="migration instead of pollination")
@@ -49,7 +59,11 @@ try:
         7,
         generations=args.generations,
         num_islands=args.num_islands,
-        migration_topology=args.topology,
+        migration_topology=(
+            TOPOLOGIES[args.topology or DEFAULT_TOPOLOGY](args.num_islands)
+            if args.as_array
+            else args.topology
+        ),
         migration_probability=args.migration_probability,
         pollination=not args.migration,
         checkpoint_path=args.checkpoint,
@@ -66,6 +80,7 @@ expected = check_topology(args.topology, num_islands)
 events = 0
 policy = propulator.migration
 if isinstance(policy, MigrationPolicy):
+    assert (policy.topology.array is not None) == args.as_array, policy.topology
     targets = policy.targets
 
     def counted_targets() -> list[tuple[int, int]]:
@@ -109,7 +124,8 @@ if propulator.is_worker_root:
         checkpoint = load_checkpoint(args.checkpoint)
         assert checkpoint is not None
         config = checkpoint.config
-        assert config["migration_topology"] == expected.tolist(), config["migration_topology"]
+        stored = expected.tolist() if args.as_array else (args.topology or DEFAULT_TOPOLOGY)
+        assert config["migration_topology"] == stored, config["migration_topology"]
         result = {
             "topology": expected.tolist(),
             "events": sent.tolist(),
