@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -94,3 +96,45 @@ def test_log_scale_compares_both_declarations(mpirun):
         assert 0 <= line["lower_bound_share"] <= line["lowest_decade_share"] <= 1
     assert "| linear: `(1e-5, 1e-1)` |" in out and "| log: `Float(1e-5, 1e-1, log=True)` |" in out
     assert "Mann–Whitney U on the best losses, linear against log: p = " in out
+
+
+def run_driver(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run a benchmark that starts its own mpiexec jobs; assert it succeeds within a minute."""
+    command = [sys.executable, str(BENCHMARKS / args[0]), *args[1:]]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
+    return done
+
+
+def test_scaling_measures_and_fits(tmp_path):
+    # 2 and 4 ranks, one island and islands of 2 workers.
+    output = tmp_path / "scaling.jsonl"
+    args = ["--ranks", "2", "4", "--generations", "10", "--island-size", "2", "--output", str(output)]
+    done = run_driver("scaling.py", *args, "--timeout", "50")
+    lines = json_lines(done.stdout)
+    assert [(line["layout"], line["ranks"], line["islands"]) for line in lines] == [
+        ("one", 2, 1),
+        ("one", 4, 1),
+        ("eight", 2, 1),
+        ("eight", 4, 2),
+    ]
+    for line in lines:
+        assert line["evaluations"] == 10 * line["ranks"]
+        assert line["messages_per_evaluation_max"] >= line["messages_per_evaluation"] > 0
+        assert line["bytes_per_evaluation"] > 0 and line["alarm_messages_per_evaluation"] >= 0
+        assert line["overhead_us"] > 0 and line["cpu_us"] > 0
+        assert line["peak_rss_mib_max"] >= line["peak_rss_mib_median"] > 0
+    fits = [line for line in json_lines(output.read_text()) if line["benchmark"] == "scaling-fit"]
+    assert {line["layout"] for line in fits} == {"one", "eight"} and len(fits) == 2 * 13
+    assert all(line["log_ratio"] == 2.0 and line["better"] in ("log", "linear", "tie") for line in fits)
+    assert "a + b·log2 N" in done.stdout and "residuals at N = 2, 4:" in done.stdout
+
+
+def test_scaling_checks_the_invariants():
+    args = ["--invariants", "--island-size", "2", "--invariant-ranks", "4", "2"]
+    done = run_driver("scaling.py", *args, "--invariant-generations", "8", "20", "--timeout", "50")
+    verdicts = [line for line in done.stdout.splitlines() if line.startswith(("PASS ", "FAIL "))]
+    # Migration and pollination, each fresh on 4 ranks and resumed on 2: five checks each.
+    assert len(verdicts) == 4 * 5 and all(line.startswith("PASS ") for line in verdicts), done.stdout
+    assert "exactly one active copy of each lineage" in done.stdout
+    assert "invariants: all passed" in done.stdout
