@@ -48,7 +48,7 @@ from .individual import ERROR_CHARS, Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, Topology
 from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
-from .mpi.dissemination import Relay
+from .mpi.dissemination import LINGER, Relay
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
@@ -1101,10 +1101,15 @@ class Propulator:
                 self._relay.flush(self._mail)
 
     def _receive_and_forward(self) -> bool:
-        """At the end of the run: take in what arrived, and pass immigrants on to the island at once."""
+        """At the end of the run: take in what arrived; pass it, and immigrants, on to the island.
+
+        What arrives in a burst is passed on together: when nothing more arrives, or
+        :data:`~propulate.mpi.dissemination.LINGER` seconds after the last message this worker sent.
+        """
         self._check_alarm()
         received = self._receive()
-        self._tell_island()
+        if not received or time.monotonic() - self._relay.flushed >= LINGER:
+            self._tell_island()
         return received
 
     def _take_update(self, source: int, update: tuple[Any, ...]) -> None:
@@ -1198,10 +1203,10 @@ class Propulator:
         if self._worker.size > 1:
             self._channel.send_stop()
         self._tell_island(retire=True)
-        drain(self._mail, self._receive_and_forward)
+        drain(self._mail, self._receive_and_forward, self._tell_island)
         if self._progress.counting:
             self._progress.report()
-        drain(self._mail, self._receive_and_forward)
+        drain(self._mail, self._receive_and_forward, self._tell_island)
         if self._writer is not None:
             self._snapshot(force=True)
             self._writer.close()

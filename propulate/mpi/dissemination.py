@@ -25,12 +25,14 @@ The fan-out of a worker's own news then costs ``(k - 1) ceil(log_k m)`` sends in
 
 from __future__ import annotations
 
+import math
 import pickle
+import time
 from typing import Any
 
 from .messaging import Mailbox, Tag
 
-__all__ = ["RADIX", "Relay", "children", "fingers"]
+__all__ = ["LINGER", "RADIX", "Relay", "children", "fingers"]
 
 #: Radix of the relay tree. 8 keeps islands of up to 8 workers direct (each worker is a finger of every
 #: other), reaches 64 workers in 2 hops, 512 in 3 and 10,000 in 5, with at most 7 sends per level and
@@ -38,6 +40,11 @@ __all__ = ["RADIX", "Relay", "children", "fingers"]
 #: and announcements that arrive late let two workers evaluate the same configuration (in a space of 12
 #: configurations, 8 workers with radix 4 evaluated 17 times), so hops cost more than sends.
 RADIX = 8
+
+#: Seconds a worker that has finished its generations lets news to pass on gather before it sends them.
+#: It relays for its island until the last worker ends; sending at every arrival, the first workers to
+#: finish sent up to 44 messages per own evaluation at 128 workers (15 fingers), on 16 cores.
+LINGER = 0.002
 
 # One piece of news on the wire: (sender's rank in the island, tag, pickled object).
 _Item = tuple[int, int, bytes]
@@ -105,6 +112,8 @@ class Relay:
     ----------
     items_sent : int
         Pieces of news sent or passed on so far (one per destination); each message carries one or more.
+    flushed : float
+        ``time.monotonic()`` when :meth:`flush` last sent something.
     """
 
     def __init__(self, first: int, size: int, rank: int, radix: int | None = None) -> None:
@@ -116,6 +125,7 @@ class Relay:
         # Per destination (rank in the mailbox's communicator): the news to send it at the next flush.
         self._outgoing: dict[int, list[_Item]] = {}
         self.items_sent = 0
+        self.flushed = -math.inf  # time.monotonic() of the last flush that sent something
 
     def _destinations(self, origin: int) -> list[int]:
         offset = (self.rank - origin) % self.size
@@ -151,6 +161,7 @@ class Relay:
         """Send what is queued: one message per destination."""
         if not self._outgoing:
             return
+        self.flushed = time.monotonic()
         outgoing, self._outgoing = self._outgoing, {}
         for dest, items in outgoing.items():
             self.items_sent += len(items)

@@ -304,7 +304,7 @@ class Mailbox:
         return waiting + sum(len(sends) for sends in self._in_flight.values())
 
 
-def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
+def drain(mailbox: Mailbox, handle: Callable[[], bool], flush: Callable[[], None] = lambda: None) -> None:
     """End the exchange on ``mailbox.comm``: return once every message sent on it has been received.
 
     Collective over ``mailbox.comm``. Messages still waiting in an outbox are sent at once. ``handle`` may
@@ -320,6 +320,9 @@ def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
         The mailbox whose sends must complete.
     handle : callable
         Receives and processes whatever arrived; returns whether anything did. Called while waiting.
+    flush : callable, optional
+        Sends what ``handle`` held back to send together (see :data:`propulate.mpi.dissemination.LINGER`);
+        called before the drain looks at what is pending, so nothing held back is missed.
     """
     backoff = Backoff()
 
@@ -332,6 +335,7 @@ def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
 
     while True:
         while True:
+            flush()
             mailbox.progress(flush=True)  # what still waits in an outbox (handle() may send too) goes out now
             if not mailbox.n_pending:
                 break
@@ -342,6 +346,7 @@ def drain(mailbox: Mailbox, handle: Callable[[], bool]) -> None:
         posted = mailbox.messages_posted
         wait_for(mailbox.comm.Ibarrier())
         handle()
+        flush()
         late = bytearray([mailbox.messages_posted != posted])
         wait_for(mailbox.comm.Iallreduce(MPI.IN_PLACE, [late, MPI.BYTE], op=MPI.BOR))
         if not late[0]:
