@@ -500,6 +500,7 @@ class Propulator:
             raise CheckpointError(error)
         if self.is_worker_root:
             self._work(logging_interval, debug)
+            self._settle_stop()
             members = self.population if self.island_rank == 0 else None
             self._results = gather_results(members, self._world, lambda request: wait(request, check))
             if self._folders.keep_best:
@@ -569,21 +570,38 @@ class Propulator:
     # -------------------------------------------------------------------------------- stopping early
 
     def _request_stop(self, reason: str, abort: bool = False) -> None:
-        """Stop this worker and tell every other worker to stop (they finish their running evaluation)."""
-        if self._stop_reason is None:
-            self._stop_reason = reason
-            self._abort = abort
-            others = [r for r in range(self._world.size) if r != self._world.rank]
-            self._mail.send((reason, abort), others, Tag.STOP)
+        """Stop this worker and tell every other worker to stop (they finish their running evaluation).
+
+        The alarm relays the request over a tree of the worker roots (:mod:`propulate.mpi.alarm`), at
+        once, also while this or another worker evaluates; an abort after a stop is passed on too.
+        """
+        self._take_stop(reason, abort)
+        assert self._alarm is not None
+        self._alarm.request_stop(reason, abort)
 
     def _take_stop(self, reason: str, abort: bool) -> None:
         if self._stop_reason is None:
             self._stop_reason = reason
         self._abort = self._abort or abort
 
+    def _settle_stop(self) -> None:
+        """End of the loop: agree with every worker root on whether, why and how the run stopped early.
+
+        A stop relayed by the alarm may reach a worker after it finished its generations: it counts all
+        the same, as if it had arrived in time (:meth:`propulate.mpi.alarm.Alarm.settle`).
+        """
+        assert self._alarm is not None
+        settled = self._alarm.settle(self._stop_reason, self._abort, self._check_alarm)
+        if settled is not None:
+            self._stop_reason, self._abort = settled
+
     def _should_stop(self) -> bool:
         """Check the stop conditions between two evaluations; start a stop where one holds."""
         self._check_alarm()
+        assert self._alarm is not None
+        request = self._alarm.stop_request  # another worker's, relayed by the alarm, or this one's
+        if request is not None:
+            self._take_stop(*request)
         if self._stop_reason is None:
             conditions = self._stop_conditions
             if conditions.reason is not None:
@@ -1035,8 +1053,6 @@ class Propulator:
             elif tag == Tag.EMIGRANTS:
                 origin, travellers = obj
                 self._take_immigrants(origin, travellers, debug)
-            elif tag == Tag.STOP:
-                self._take_stop(*obj)
             else:
                 self._progress.take(obj)
         return bool(messages)

@@ -80,8 +80,7 @@ class Tag(IntEnum):
     ISLAND_UPDATE = 1
     #: Emigrants on their way to another island (to its first worker).
     EMIGRANTS = 2
-    #: A request to stop the run early, with its reason (to every worker).
-    STOP = 3
+    # 3 was a request to stop the run early; the alarm relays those now (propulate.mpi.alarm).
     #: An island's progress counts for the run's progress line (to the first worker of the run).
     PROGRESS = 4
     #: What a surrogate learned from a run still under way, e.g. a rung result: relayed with the island
