@@ -377,6 +377,7 @@ class Propulator:
         # in waits in _relayed for the loop.
         self._relay = Relay(first, self._island.size, self.island_rank)
         self._relay_lock = threading.Lock()
+        self._pace = 0.0  # seconds per generation, measured at the end of the loop
         self._relaying = False
         self._relayed: list[tuple[int, int, Any]] = []
         topology = Topology.of(migration_topology, len(self.island_counts))
@@ -808,6 +809,7 @@ class Propulator:
 
     def _work(self, logging_interval: int, debug: int) -> None:
         self._progress.counting = debug >= 1 and self._progress.island_head
+        began, started = time.monotonic(), self._started
         while self._requeue or self.generations == -1 or self.generation < self.generations:
             self._receive(debug)
             if self._should_stop():
@@ -854,6 +856,8 @@ class Propulator:
                 self._progress.tick()
             if debug >= 2 and self.island_rank == 0 and self.generation % logging_interval == 0:
                 self._log_progress()
+        # Seconds per generation of this session: how often this worker passes news on while it drains.
+        self._pace = (time.monotonic() - began) / max(1, self._started - started)
         self._finish()
         if self._stop_reason is not None and self.island_rank == 0:
             # Job-wide news: said once, by the first rank; each island's head says it at debug level.
@@ -1092,12 +1096,15 @@ class Propulator:
         the mailbox is the thread's, used only under ``_relay_lock`` by both threads, and its first poll
         sends what arrived since this worker's update. Without that thread level, that goes out now.
         """
+        if not self._relay.relays:
+            yield  # nothing to pass on: an island of up to RADIX workers
+            return
         if not threads_may_poll():
             self._relay.flush(self._mail)  # nobody passes news on until the evaluation ends: now, then
             yield
             return
         with self._relay_lock:
-            self._relaying = self._island.size > 1
+            self._relaying = True
         try:
             yield
         finally:
@@ -1119,12 +1126,13 @@ class Propulator:
     def _receive_and_forward(self) -> bool:
         """At the end of the run: take in what arrived; pass it, and immigrants, on to the island.
 
-        What arrives in a burst is passed on together: when nothing more arrives, or
-        :data:`~propulate.mpi.dissemination.LINGER` seconds after the last message this worker sent.
+        What arrives meanwhile is passed on together, as often as this worker did while it evaluated (once
+        per its mean generation time, at least :data:`~propulate.mpi.dissemination.LINGER` seconds apart),
+        and before it enters the drain's barrier.
         """
         self._check_alarm()
         received = self._receive()
-        if not received or time.monotonic() - self._relay.flushed >= LINGER:
+        if time.monotonic() - self._relay.flushed >= max(LINGER, self._pace):
             self._tell_island()
         return received
 

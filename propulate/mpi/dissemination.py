@@ -41,9 +41,10 @@ __all__ = ["LINGER", "RADIX", "Relay", "children", "fingers"]
 #: configurations, 8 workers with radix 4 evaluated 17 times), so hops cost more than sends.
 RADIX = 8
 
-#: Seconds a worker that has finished its generations lets news to pass on gather before it sends them.
-#: It relays for its island until the last worker ends; sending at every arrival, the first workers to
-#: finish sent up to 44 messages per own evaluation at 128 workers (15 fingers), on 16 cores.
+#: Seconds at least that a worker that has finished its generations lets news to pass on gather before
+#: it sends them (at most once per its mean generation time, if that is longer: as often as it did while
+#: it evaluated). It relays for its island until the last worker ends; sending at every arrival, the first
+#: workers to finish sent up to 44 messages per own evaluation at 128 workers (15 fingers), on 16 cores.
 LINGER = 0.002
 
 # One piece of news on the wire: (sender's rank in the island, tag, pickled object).
@@ -121,26 +122,25 @@ class Relay:
         self.size = size
         self.rank = rank
         self.radix = RADIX if radix is None else radix
-        self._children: dict[int, list[int]] = {}
-        # Per destination (rank in the mailbox's communicator): the news to send it at the next flush.
+        # Per sender (rank in the island): the ranks, in the mailbox's communicator, its news goes on to.
+        self._destinations = [self._children_of(origin) for origin in range(size)]
+        #: Whether this worker passes anybody's news on (never in an island of up to ``radix`` workers).
+        self.relays = any(self._destinations[origin] for origin in range(size) if origin != rank)
+        self._fingers = self._destinations[rank]
+        # This worker's own news, for all its fingers, and what it passes on, per destination.
+        self._own: list[_Item] = []
         self._outgoing: dict[int, list[_Item]] = {}
         self.items_sent = 0
         self.flushed = -math.inf  # time.monotonic() of the last flush that sent something
 
-    def _destinations(self, origin: int) -> list[int]:
-        offset = (self.rank - origin) % self.size
-        found = self._children.get(offset)
-        if found is None:
-            found = self._children[offset] = children(offset, self.size, self.radix)
-        return [self.first + (origin + child) % self.size for child in found]
+    def _children_of(self, origin: int) -> list[int]:
+        offsets = children((self.rank - origin) % self.size, self.size, self.radix)
+        return [self.first + (origin + child) % self.size for child in offsets]
 
     def originate(self, tag: Tag, obj: Any) -> None:
         """Queue ``obj`` (pickled once) for every other worker of the island; it leaves at :meth:`flush`."""
-        if self.size == 1:
-            return
-        item = (self.rank, int(tag), pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
-        for dest in self._destinations(self.rank):
-            self._outgoing.setdefault(dest, []).append(item)
+        if self._fingers:
+            self._own.append((self.rank, int(tag), pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)))
 
     def take(self, items: list[_Item]) -> list[tuple[int, int, Any]]:
         """Queue ``items`` (one received message) to be passed on; return them as ``(sender, tag, object)``.
@@ -148,26 +148,50 @@ class Relay:
         ``sender`` is the sending worker's rank in the mailbox's communicator, not the rank that passed
         the message on.
         """
+        first = self.first
+        if not self.relays:
+            return [(first + origin, tag, pickle.loads(payload)) for origin, tag, payload in items]
         taken = []
         outgoing = self._outgoing
+        destinations = self._destinations
         for item in items:
             origin, tag, payload = item
-            for dest in self._destinations(origin):
-                outgoing.setdefault(dest, []).append(item)
-            taken.append((self.first + origin, tag, pickle.loads(payload)))
+            for dest in destinations[origin]:
+                queue = outgoing.get(dest)
+                if queue is None:
+                    outgoing[dest] = [item]
+                else:
+                    queue.append(item)
+            taken.append((first + origin, tag, pickle.loads(payload)))
         return taken
 
     def flush(self, mailbox: Mailbox) -> None:
-        """Send what is queued: one message per destination."""
-        if not self._outgoing:
+        """Send what is queued: one message per destination, pickled once for all that get the same.
+
+        A worker's own news goes to all its fingers alike: while it has nothing to pass on (always, in an
+        island of up to :data:`RADIX` workers), one pickle and one send call, as before relaying.
+        """
+        own, outgoing = self._own, self._outgoing
+        if not own and not outgoing:
             return
         self.flushed = time.monotonic()
-        outgoing, self._outgoing = self._outgoing, {}
+        self._own, self._outgoing = [], {}
+        if not outgoing:
+            self.items_sent += len(own) * len(self._fingers)
+            mailbox.send(own, self._fingers, Tag.ISLAND_UPDATE)
+            return
+        if own:
+            for dest in self._fingers:
+                passed = outgoing.get(dest)
+                outgoing[dest] = own if passed is None else own + passed
+        alike: dict[tuple[int, ...], tuple[list[_Item], list[int]]] = {}
         for dest, items in outgoing.items():
             self.items_sent += len(items)
-            mailbox.send(items, (dest,), Tag.ISLAND_UPDATE)
+            alike.setdefault(tuple(map(id, items)), (items, []))[1].append(dest)
+        for items, dests in alike.values():
+            mailbox.send(items, dests, Tag.ISLAND_UPDATE)
 
     @property
     def idle(self) -> bool:
         """Whether nothing waits to be sent."""
-        return not self._outgoing
+        return not self._own and not self._outgoing

@@ -321,7 +321,7 @@ def drain(mailbox: Mailbox, handle: Callable[[], bool], flush: Callable[[], None
         Receives and processes whatever arrived; returns whether anything did. Called while waiting.
     flush : callable, optional
         Sends what ``handle`` held back to send together (see :data:`propulate.mpi.dissemination.LINGER`);
-        called before the drain looks at what is pending, so nothing held back is missed.
+        called before this worker enters the barrier and after the barrier, so nothing held back is missed.
     """
     backoff = Backoff()
 
@@ -334,10 +334,12 @@ def drain(mailbox: Mailbox, handle: Callable[[], bool], flush: Callable[[], None
 
     while True:
         while True:
-            flush()
             mailbox.progress(flush=True)  # what still waits in an outbox (handle() may send too) goes out now
             if not mailbox.n_pending:
-                break
+                flush()  # what handle() held back goes out before this worker enters the barrier
+                mailbox.progress(flush=True)
+                if not mailbox.n_pending:
+                    break
             if handle():
                 backoff.reset()
             else:

@@ -112,3 +112,12 @@ def test_relays_deliver_each_item_once_in_order_per_sender_whatever_the_interlea
         destinations = {dest for (source, dest) in network if source == first + rank}
         allowed = {first + (rank + offset) % size for offset in fingers(size, radix)}
         assert destinations <= allowed
+
+
+def test_only_islands_larger_than_the_radix_relay():
+    assert not any(Relay(0, size, rank).relays for size in range(1, RADIX + 1) for rank in range(size))
+    assert any(Relay(0, RADIX + 2, rank).relays for rank in range(RADIX + 2))  # RADIX + 1: one more finger
+    # Every worker of a large island relays for some sender; a worker's fingers are its own destinations.
+    island = [Relay(10, 64, rank, 4) for rank in range(64)]
+    assert all(relay.relays for relay in island)
+    assert all(len(relay._fingers) == len(fingers(64, 4)) for relay in island)
