@@ -48,7 +48,7 @@ from .individual import ERROR_CHARS, Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, Topology
 from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
-from .mpi.dissemination import LINGER, Relay
+from .mpi.dissemination import LINGER, LINGER_CAP, Relay
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
@@ -1127,12 +1127,13 @@ class Propulator:
         """At the end of the run: take in what arrived; pass it, and immigrants, on to the island.
 
         What arrives meanwhile is passed on together, as often as this worker did while it evaluated (once
-        per its mean generation time, at least :data:`~propulate.mpi.dissemination.LINGER` seconds apart),
-        and before it enters the drain's barrier.
+        per its mean generation time, at least :data:`~propulate.mpi.dissemination.LINGER` and at most
+        :data:`~propulate.mpi.dissemination.LINGER_CAP` seconds apart), and before it enters the drain's
+        barrier.
         """
         self._check_alarm()
         received = self._receive()
-        if time.monotonic() - self._relay.flushed >= max(LINGER, self._pace):
+        if time.monotonic() - self._relay.flushed >= min(max(LINGER, self._pace), LINGER_CAP):
             self._tell_island()
         return received
 

@@ -17,10 +17,11 @@ sent the news: at most ``(k - 1) ceil(log_k m)`` of them. So a worker sends at m
 poll, however large its island, instead of ``m - 1``. The news itself (the bytes) still reaches every worker:
 each worker receives, and passes on in total, one copy per evaluation of the island.
 
-A relayed piece of news waits at each hop until the relaying worker polls (between its evaluations, or
-while a generator loss function yields); :data:`RADIX` trades hops for sends per poll. With ``m <= RADIX``
-every worker is a finger of every other: news goes straight to everyone, as it did before relaying.
-The fan-out of a worker's own news then costs ``(k - 1) ceil(log_k m)`` sends instead of ``m - 1``.
+A relayed piece of news waits at each hop until the relaying worker takes it in: between its evaluations,
+and during one from the worker's watchdog thread, every 50 ms (see
+:meth:`propulate.Propulator._relaying_meanwhile`); :data:`RADIX` trades hops for sends per poll. With
+``m <= RADIX`` every worker is a finger of every other: news goes straight to everyone, as it did before
+relaying, and nobody relays.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 
 from .messaging import Mailbox, Tag
 
-__all__ = ["LINGER", "RADIX", "Relay", "children", "fingers"]
+__all__ = ["LINGER", "LINGER_CAP", "RADIX", "Relay", "children", "fingers"]
 
 #: Radix of the relay tree. 8 keeps islands of up to 8 workers direct (each worker is a finger of every
 #: other), reaches 64 workers in 2 hops, 512 in 3 and 10,000 in 5, with at most 7 sends per level and
@@ -46,6 +47,10 @@ RADIX = 8
 #: it evaluated). It relays for its island until the last worker ends; sending at every arrival, the first
 #: workers to finish sent up to 44 messages per own evaluation at 128 workers (15 fingers), on 16 cores.
 LINGER = 0.002
+
+#: Seconds at most that news waits at a worker that has finished its generations: its peers that still
+#: evaluate, for hours maybe, get through it what their island finds meanwhile (the watchdog's tick).
+LINGER_CAP = 0.05
 
 # One piece of news on the wire: (sender's rank in the island, tag, pickled object).
 _Item = tuple[int, int, bytes]
