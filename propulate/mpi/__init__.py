@@ -1,1 +1,1 @@
-"""MPI plumbing: who is which worker and island (layout) and how messages travel (messaging)."""
+"""MPI plumbing: layout, messaging, the relay of island news (dissemination), stops and failures (alarm)."""
