@@ -69,7 +69,7 @@ from mpi4py import MPI
 
 from ..errors import WorkerFailedError
 from ..lifecycle import StopConditions
-from .messaging import Backoff, abandon, bcast
+from .messaging import abandon, bcast, wait
 
 __all__ = [
     "Alarm",
@@ -375,15 +375,7 @@ class Alarm:
         # Minimum over ranks: the lowest rank that stopped (size: none) and 0 if any aborted.
         mine = np.array([roots.size if reason is None else roots.rank, 0 if abort else 1], dtype=np.int64)
         agreed = np.empty_like(mine)
-        request = roots.Iallreduce(mine, agreed, op=MPI.MIN)
-        backoff = Backoff()
-        try:
-            while not request.Test():
-                check()
-                backoff.wait()
-        except BaseException:  # check()'s error, or one a signal handler raised: the request stays pending
-            abandon(request, mine, agreed)
-            raise
+        wait(roots.Iallreduce(mine, agreed, op=MPI.MIN), check, mine, agreed)
         first = int(agreed[0])
         if first == roots.size:
             return None

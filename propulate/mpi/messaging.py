@@ -376,9 +376,12 @@ def bcast(comm: MPI.Comm, obj: Any, check: Callable[[], None], root: int = 0) ->
     return pickle.loads(payload)
 
 
-def wait(request: MPI.Request, check: Callable[[], None]) -> None:
-    """Wait for ``request`` without blocking in MPI, calling ``check`` meanwhile (see :func:`bcast`)."""
-    _wait(request, check, None)
+def wait(request: MPI.Request, check: Callable[[], None], *buffers: Any) -> None:
+    """Wait for ``request`` without blocking in MPI, calling ``check`` meanwhile (see :func:`bcast`).
+
+    ``buffers``, those the request reads or writes, are kept alive if the wait ends in an exception.
+    """
+    _wait(request, check, buffers or None)
 
 
 def _wait(request: MPI.Request, check: Callable[[], None], buffer: Any) -> None:
