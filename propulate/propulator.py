@@ -452,9 +452,11 @@ class Propulator:
         evaluator = self.evaluator
         evaluator.interrupting = lambda: time.monotonic() >= conditions.interrupt_at
         # An evaluation that commits its state stops at the commit once a stop is under way, or when its
-        # next step would run into the moment of interruption: it continues from there on resume.
+        # next step, STEP_MARGIN times as long as the last, would run into the moment of interruption: it
+        # continues from there on resume (a step cut short is trained again).
         evaluator.stop_soon = lambda seconds: (
-            conditions.reason is not None or time.monotonic() + seconds >= conditions.interrupt_at
+            conditions.reason is not None
+            or time.monotonic() + STEP_MARGIN * seconds >= conditions.interrupt_at
         )
         evaluator.check = alarm.check
         if self.is_worker_root and self.surrogate_factory is not None:
@@ -1328,6 +1330,13 @@ class Propulator:
                 lines = "\n".join(f"  {i + 1}. {ind}" for i, ind in enumerate(gathered[first]))
                 log.info(f"Top {len(gathered[first])} result(s) on island {island}:\n{lines}")
         return gathered
+
+
+#: How much longer than the last one a step of a committing evaluation may take before the time limit:
+#: it stops at its commit if the next step, this many times as long, would not end in time. With exactly
+#: the last step's time (1.0), a step slowed by a loaded node ran into the interruption and was trained
+#: again on resume.
+STEP_MARGIN = 1.5
 
 
 def progress_interval() -> float:
