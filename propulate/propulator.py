@@ -72,6 +72,12 @@ FAILURE_GRACE = 20.0
 # interval, since a flush stores only the latest snapshot (a snapshot costs about 100 us after a wake-up).
 _SNAPSHOT_INTERVAL = 0.25
 
+#: How much longer than the last one a step of a committing evaluation may take before the time limit:
+#: it stops at its commit if the next step, this many times as long, would not end in time. With exactly
+#: the last step's time (1.0), a step slowed by a loaded node ran into the interruption and was trained
+#: again on resume.
+STEP_MARGIN = 1.5
+
 
 def _resume_wanted(resume: bool | None) -> bool:
     if resume is not None:
@@ -1330,13 +1336,6 @@ class Propulator:
                 lines = "\n".join(f"  {i + 1}. {ind}" for i, ind in enumerate(gathered[first]))
                 log.info(f"Top {len(gathered[first])} result(s) on island {island}:\n{lines}")
         return gathered
-
-
-#: How much longer than the last one a step of a committing evaluation may take before the time limit:
-#: it stops at its commit if the next step, this many times as long, would not end in time. With exactly
-#: the last step's time (1.0), a step slowed by a loaded node ran into the interruption and was trained
-#: again on resume.
-STEP_MARGIN = 1.5
 
 
 def progress_interval() -> float:

@@ -116,8 +116,6 @@ class Relay:
 
     Attributes
     ----------
-    items_sent : int
-        Pieces of news sent or passed on so far (one per destination); each message carries one or more.
     flushed : float
         ``time.monotonic()`` when :meth:`flush` last sent something.
     """
@@ -135,7 +133,6 @@ class Relay:
         # This worker's own news, for all its fingers, and what it passes on, per destination.
         self._own: list[_Item] = []
         self._outgoing: dict[int, list[_Item]] = {}
-        self.items_sent = 0
         self.flushed = -math.inf  # time.monotonic() of the last flush that sent something
 
     def _children_of(self, origin: int) -> list[int]:
@@ -182,7 +179,6 @@ class Relay:
         self.flushed = time.monotonic()
         self._own, self._outgoing = [], {}
         if not outgoing:
-            self.items_sent += len(own) * len(self._fingers)
             mailbox.send(own, self._fingers, Tag.ISLAND_UPDATE)
             return
         if own:
@@ -191,7 +187,6 @@ class Relay:
                 outgoing[dest] = own if passed is None else own + passed
         alike: dict[tuple[int, ...], tuple[list[_Item], list[int]]] = {}
         for dest, items in outgoing.items():
-            self.items_sent += len(items)
             alike.setdefault(tuple(map(id, items)), (items, []))[1].append(dest)
         for items, dests in alike.values():
             mailbox.send(items, dests, Tag.ISLAND_UPDATE)
