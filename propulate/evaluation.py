@@ -36,6 +36,7 @@ from .errors import EvaluationInterrupted, PropulateError
 from .individual import Individual, Status
 from .mpi.messaging import Backoff, abandon
 from .mpi.worker_comm import WorkerComm
+from .objectives import Objectives
 from .surrogate.base import NullSurrogate, Surrogate
 
 log = logging.getLogger("propulate")
@@ -67,6 +68,8 @@ class Evaluation:
     misconfigured : bool
         The loss function raised a :class:`~propulate.errors.PropulateError` on this rank: a helper of this
         library refused its setup (e.g. two ranks of a worker on one GPU), which every evaluation would hit.
+    losses : tuple of float or None
+        With several objectives, one minimized loss each (``loss`` is the first); ``None`` otherwise.
     """
 
     loss: float
@@ -76,6 +79,7 @@ class Evaluation:
     error: str = ""
     steps: int = 0
     misconfigured: bool = False
+    losses: tuple[float, ...] | None = None
 
 
 def _as_float(value: Any, what: str) -> float:
@@ -265,6 +269,10 @@ class Evaluator:
         Seconds a failed rank waits for the agreement before aborting the job.
     surrogate : Surrogate, optional
         Decides on the worker's root whether to cancel a generator loss early; never cancels if not given.
+    objectives : Objectives, optional
+        The run's objectives when it has several (:mod:`propulate.objectives`): the loss function returns
+        (or yields) one value each, and another number of values fails the evaluation with a message that
+        says so. Surrogates judge interim values by the first objective.
     """
 
     def __init__(
@@ -275,6 +283,7 @@ class Evaluator:
         accept_inf: bool = False,
         failure_timeout: float = 300.0,
         surrogate: Surrogate | None = None,
+        objectives: Objectives | None = None,
     ) -> None:
         if not callable(loss_fn):
             raise TypeError(f"loss_fn: expected a callable, got {type(loss_fn).__name__}")
@@ -285,6 +294,7 @@ class Evaluator:
         self.accept_inf = bool(accept_inf)
         self.failure_timeout = float(failure_timeout)
         self.surrogate: Surrogate = surrogate if surrogate is not None else NullSurrogate()
+        self.objectives = objectives
         self.evaluating = False  # read by the stop-signal handler
         self.count = 0  # evaluations begun on this rank
         #: The communicator handed to ``loss_fn``: ``user_comm``, or an interruptible duplicate of it.
@@ -331,7 +341,7 @@ class Evaluator:
 
     def _evaluate(self, ind: Individual, root: bool, resume: Resume | None) -> Evaluation:
         start = time.perf_counter()
-        run = self._run = _Run(root)
+        run = self._run = _Run(root, self.objectives)
         if self.folders is not None:
             self.folders.begin(ind.uid, resume, self._commit)
             run.folders = self.folders
@@ -379,18 +389,27 @@ class Evaluator:
             self.loss_comm = self.loss_comm.renewed()
         if root:
             # A pruned run keeps its interim loss, which must be a real loss as much as a final one.
-            if status in (Status.COMPLETED, Status.PRUNED) and (
-                math.isnan(run.loss) or (math.isinf(run.loss) and not self.accept_inf)
-            ):
+            unusable = [
+                v
+                for v in run.losses or (run.loss,)
+                if math.isnan(v) or (math.isinf(v) and not self.accept_inf)
+            ]
+            if status in (Status.COMPLETED, Status.PRUNED) and unusable:
                 status = Status.FAILED
-                run.error = run.error or f"loss_fn returned a loss of {run.loss}"
+                if run.losses is None:
+                    run.error = run.error or f"loss_fn returned a loss of {run.loss}"
+                else:
+                    values = self.objectives.values(run.losses) if self.objectives is not None else run.losses
+                    run.error = run.error or f"loss_fn returned objective values {values}"
         elif run.flags & _Step.FAILED:
             log.error(
                 f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}, a sub-rank of its worker: the "
                 f"loss function failed for {ind.params()}:\n{run.error}"
             )
         period = time.perf_counter() - start
-        return Evaluation(run.loss, status, run.metrics, period, run.error, run.steps, run.misconfigured)
+        return Evaluation(
+            run.loss, status, run.metrics, period, run.error, run.steps, run.misconfigured, run.losses
+        )
 
     def _follow(self, stream: Iterator[Any], ind: Individual, run: _Run) -> int:
         """Take interim losses from ``stream`` until some rank has a reason to stop; the combined flags.
@@ -599,10 +618,12 @@ def _abort_job(pause: float = 1.0) -> None:
 class _Run:
     """What one rank knows about the evaluation under way."""
 
-    def __init__(self, root: bool) -> None:
+    def __init__(self, root: bool, objectives: Objectives | None = None) -> None:
         self.root = root
+        self.objectives = objectives
         self.flags = _Step.GOING_ON
         self.loss = math.nan
+        self.losses: tuple[float, ...] | None = None  # several objectives: one loss each, minimized
         self.metrics: dict[str, float] = {}
         self.steps = 0
         self.error = ""
@@ -624,14 +645,14 @@ class _Run:
         self.yielded += 1
         self.steps += 1
         if self.root:
-            self.loss, self.metrics = interpret(interim)
+            self.interpret(interim)
             if self.steps <= len(self.interim):
                 self.loss, self.metrics = self.interim[self.steps - 1]
 
     def finish(self, result: Any) -> None:
         """Record what a plain loss function returned."""
         if self.root:
-            self.loss, self.metrics = interpret(result)
+            self.interpret(result)
         self.flags |= _Step.EXHAUSTED
 
     def end(self) -> None:
@@ -643,6 +664,14 @@ class _Run:
         if self.root and self.steps == 0:
             self.fail("loss_fn is a generator that yielded nothing; expected interim losses")
         self.flags |= _Step.EXHAUSTED
+
+    def interpret(self, value: Any) -> None:
+        """Take in one value the loss function returned or yielded: its loss, metrics and losses."""
+        if self.objectives is None:
+            self.loss, self.metrics = interpret(value)
+        else:
+            self.losses, self.metrics = self.objectives.interpret(value)
+            self.loss = self.losses[0]
 
     def fail(self, error: str) -> None:
         self.flags |= _Step.FAILED

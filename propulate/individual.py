@@ -64,7 +64,12 @@ class Individual(Mapping[str, Any]):
     Attributes
     ----------
     loss : float
-        The value minimized; ``inf`` until evaluated.
+        The value minimized; ``inf`` until evaluated. In a run with several objectives, the first of
+        :attr:`losses`.
+    losses : tuple of float or None
+        In a run with several objectives (see :mod:`propulate.objectives`), one loss per objective, each
+        minimized (an objective to maximize is stored negated); ``None`` in a run with one loss and until
+        evaluated.
     status : Status
         Pending until evaluated, then completed (or failed, pruned, interrupted).
     metrics : dict[str, float]
@@ -130,6 +135,7 @@ class Individual(Mapping[str, Any]):
         "generation",
         "island",
         "loss",
+        "losses",
         "migration_history",
         "migration_steps",
         "position",
@@ -173,6 +179,7 @@ class Individual(Mapping[str, Any]):
         self.generation = generation
         self.rank = rank
         self.loss = math.inf
+        self.losses: tuple[float, ...] | None = None
         self.status = Status.PENDING
         self._metrics: dict[str, float] | None = None
         self.active = True
@@ -270,8 +277,11 @@ class Individual(Mapping[str, Any]):
         return self.space.decode(self.position)
 
     def equals(self, other: Individual) -> bool:
-        """Whether ``other`` has the same parameter values and the same loss (NaN equals NaN)."""
-        same_loss = self.loss == other.loss or (math.isnan(self.loss) and math.isnan(other.loss))
+        """Whether ``other`` has the same parameter values and the same loss and losses (NaN equals NaN)."""
+        same_loss = _same(self.loss, other.loss)
+        if self.losses is not None or other.losses is not None:
+            mine, theirs = self.losses or (), other.losses or ()
+            same_loss = same_loss and len(mine) == len(theirs) and all(map(_same, mine, theirs))
         return same_loss and self.params() == other.params()
 
     def child(self) -> Individual:
@@ -283,6 +293,7 @@ class Individual(Mapping[str, Any]):
         child.generation = -1
         child.rank = -1
         child.loss = math.inf
+        child.losses = None
         child.status = Status.PENDING
         child._metrics = None
         child.active = True
@@ -332,6 +343,7 @@ class Individual(Mapping[str, Any]):
             self.error,
             self._extras or None,
             self.__dict__ or None,
+            self.losses,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -342,8 +354,10 @@ class Individual(Mapping[str, Any]):
     def __repr__(self) -> str:
         params = ", ".join(f"{k}={_fmt(v)}" for k, v in self.items())
         extra = "".join(f", {k}={_fmt(v)}" for k, v in self.metrics.items())
+        loss = _fmt(self.loss) if self.losses is None else "(" + ", ".join(map(_fmt, self.losses)) + ")"
         return (
-            f"Individual({params} | loss={_fmt(self.loss)}{extra}, island={self.island}, "
+            f"Individual({params} | loss{'es' if self.losses is not None else ''}={loss}{extra}, "
+            f"island={self.island}, "
             f"worker={self.rank}, generation={self.generation}, active={self.active})"
         )
 
@@ -383,6 +397,7 @@ def _restore(
     error: str | None = None,
     extras: dict[str, Any] | None = None,
     attributes: dict[str, Any] | None = None,
+    losses: tuple[float, ...] | None = None,
 ) -> Individual:
     """Rebuild an individual from its space and :meth:`Individual.packed` (copy, unpickling, messages)."""
     ind = _new()
@@ -392,6 +407,7 @@ def _restore(
     ind.generation = generation
     ind.rank = rank
     ind.loss = loss
+    ind.losses = None if losses is None else tuple(losses)
     ind.status = _STATUS[status]
     ind._metrics = None if metrics is None else dict(metrics)
     ind.active = active
@@ -422,6 +438,10 @@ unpack = _restore
 def loss_order(ind: Individual) -> float:
     """Sort key by loss in which NaN counts as ``inf``: a NaN loss never ranks before a real one."""
     return math.inf if math.isnan(ind.loss) else ind.loss
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
 
 
 def _fmt(value: Any) -> str:

@@ -86,6 +86,8 @@ class Islands:
         Failed evaluations, stop signals and wall-clock budgets; see :class:`Propulator`.
     keep_best_folders : int in [0, 100]
         Evaluation folders kept after the run; see :class:`Propulator`.
+    objectives : None, int, sequence of str, or mapping of str to {"minimize", "maximize"}
+        Several objectives; see :class:`Propulator` and :mod:`propulate.objectives`.
 
     Attributes
     ----------
@@ -127,6 +129,7 @@ class Islands:
         grace_period: float | None = None,
         failure_timeout: float = 300.0,
         keep_best_folders: int = 0,
+        objectives: Any = None,
     ) -> None:
         check_probability("migration_probability", migration_probability)
         world = MPI.COMM_WORLD
@@ -186,6 +189,7 @@ class Islands:
             grace_period=grace_period,
             failure_timeout=failure_timeout,
             keep_best_folders=keep_best_folders,
+            objectives=objectives,
         )
 
     def propulate(self, logging_interval: int = 10, debug: int = 1) -> None:

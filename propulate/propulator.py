@@ -52,9 +52,10 @@ from .mpi.dissemination import LINGER, LINGER_CAP, Relay
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
+from .objectives import Objectives, loss_vector, pareto_front
 from .population import Population
 from .progress import Progress
-from .propagators.base import Propagator, SelectMax, SelectMin
+from .propagators.base import Propagator, SelectMax, SelectMin, SelectParetoBest, SelectParetoWorst
 from .run_results import KEPT, NoResultError, RunResults, gather_results
 from .space import SearchSpace
 from .surrogate import NullSurrogate
@@ -115,7 +116,7 @@ class Propulator:
     loss_fn : callable
         The function minimized: ``loss_fn(params) -> float`` (or ``loss_fn(params, comm)`` with multi-rank
         workers). It may also return a mapping with a ``"loss"`` entry and further metrics, or yield interim
-        losses as a generator.
+        losses as a generator. With several ``objectives`` it returns one value each (see there).
     propagator : Propagator
         Breeds a new individual from the island's population.
     rng : random.Random or int
@@ -142,7 +143,8 @@ class Propulator:
     migration_prob : float in [0, 1]
         Probability that this worker starts a migration event after one of its generations.
     emigration_propagator : Propagator class
-        Selects emigrants (default: the best, :class:`SelectMin`).
+        Selects emigrants (default: the best, :class:`SelectMin`; with several ``objectives`` the best in
+        NSGA-II's order, :class:`~propulate.propagators.SelectParetoBest`).
     island_displs, island_counts : array_like of int, optional
         For each island, the ``propulate_comm`` rank of its first worker and its number of workers.
         Default: gathered from all workers.
@@ -152,7 +154,8 @@ class Propulator:
         surrogate learns from the evaluations of every worker of its island and from immigrants, and is
         rebuilt from the checkpoint on resume. Default: no early stopping.
     immigration_propagator : Propagator class
-        For pollination, selects the individuals that immigrants replace (default: the worst).
+        For pollination, selects the individuals that immigrants replace (default: the worst; with several
+        ``objectives`` the worst in NSGA-II's order, :class:`~propulate.propagators.SelectParetoWorst`).
     pollination : bool
         Send copies (pollination) instead of moving individuals (migration).
     resume : bool, optional
@@ -190,6 +193,15 @@ class Propulator:
         With multi-rank workers: seconds a rank whose loss function failed waits for the worker's other
         ranks before it aborts the job (they may be stuck in a collective operation with it that cannot be
         interrupted, see :mod:`propulate.mpi.worker_comm`).
+    objectives : None, int, sequence of str, or mapping of str to {"minimize", "maximize"}
+        Several objectives (see :mod:`propulate.objectives`): their number (all minimized), their names
+        (minimized), or names with directions, e.g. ``{"error": "minimize", "latency_ms": "minimize"}``.
+        The loss function then returns one value per objective, as a sequence in this order or as a
+        mapping holding each name (further entries are metrics); another number of values fails the
+        evaluation with a message that says so. Every individual keeps its losses
+        (:attr:`Individual.losses`, maximized objectives negated), the checkpoint stores them and a resume
+        must have the same objectives; :meth:`pareto_front` returns the run's front. Pair it with a
+        multi-objective propagator, :class:`propulate.propagators.NSGA2`. Default: one loss, a number.
     keep_best_folders : int in [0, 100]
         A loss function may keep its state in a folder of its own (:func:`propulate.evaluation_checkpoint`),
         in ``checkpoint_path/evaluations``, so that an evaluation interrupted by the end of a job continues
@@ -249,8 +261,10 @@ class Propulator:
         grace_period: float | None = None,
         failure_timeout: float = 300.0,
         keep_best_folders: int = 0,
+        objectives: Any = None,
     ) -> None:
         self.generations = check_int("generations", generations, -1)
+        self.objectives = Objectives.of(objectives)
         if check_int("keep_best_folders", keep_best_folders, 0, f"an int in [0, {KEPT}]") > KEPT:
             raise ValueError(f"keep_best_folders: expected an int in [0, {KEPT}], got {keep_best_folders!r}")
         if not callable(propagator):
@@ -294,7 +308,13 @@ class Propulator:
             failure, self.surrogate = err, NullSurrogate()
         self._worker = worker_sub_comm.Dup()
         self.evaluator = Evaluator(
-            loss_fn, worker_sub_comm, self._worker, accept_inf, failure_timeout, self.surrogate
+            loss_fn,
+            worker_sub_comm,
+            self._worker,
+            accept_inf,
+            failure_timeout,
+            self.surrogate,
+            objectives=self.objectives,
         )
         self.is_worker_root = self._worker.rank == 0
         self._channel = WorkerChannel(self._worker)
@@ -392,6 +412,11 @@ class Propulator:
         self._migration_prob = float(migration_prob)
         # Islands that send nothing may still receive, so every island of a connected model has a policy.
         if topology.any():
+            if self.objectives is not None:  # several objectives: the defaults select by Pareto rank
+                if emigration_propagator is SelectMin:
+                    emigration_propagator = SelectParetoBest
+                if immigration_propagator is SelectMax:
+                    immigration_propagator = SelectParetoWorst
             self.migration = MigrationPolicy(
                 self.island_idx,
                 topology,
@@ -512,9 +537,11 @@ class Propulator:
             self._work(logging_interval, debug)
             self._settle_stop()
             members = self.population if self.island_rank == 0 else None
-            self._results = gather_results(members, self._world, lambda request: wait(request, check))
+            self._results = gather_results(
+                members, self._world, lambda request: wait(request, check), self.objectives is not None
+            )
             if self._folders.keep_best:
-                self._folders.settle(self._results.top(self._folders.keep_best))
+                self._folders.settle(self._kept_best(self._folders.keep_best))
             if debug >= 1 and self._world.rank == 0:
                 log.info(f"Done: {self._progress.line()}; {self._results.counts_text()}.")
         else:
@@ -667,6 +694,7 @@ class Propulator:
             _find_space(self.propagator),
             self.island_counts,
             self.pollination,
+            self.objectives,
         )
         return error, part
 
@@ -763,6 +791,7 @@ class Propulator:
             "generations": self.generations,
             "num_workers": int(self._world.size),
             "version": __version__,
+            **({} if self.objectives is None else {"objectives": self.objectives.describe()}),
         }
 
     def _open_writer(
@@ -974,6 +1003,7 @@ class Propulator:
         with self._relaying_meanwhile():
             outcome = self.evaluator(ind, resume)
         ind.loss = outcome.loss
+        ind.losses = outcome.losses
         ind.status = outcome.status
         ind.metrics = outcome.metrics
         ind.evalperiod = outcome.period
@@ -1311,6 +1341,32 @@ class Propulator:
         """
         return self._run_results().top(n)
 
+    @property
+    def pareto_front(self) -> list[Individual]:
+        """The Pareto front of the whole run, all islands; on every rank after ``propulate()``.
+
+        In a run with several ``objectives``: copies of the distinct completed individuals that no other
+        completed individual of the run dominates (:func:`propulate.objectives.pareto_front`), in the order
+        of the first objective; each holds its :attr:`~Individual.losses` (maximized objectives negated;
+        :meth:`propulate.objectives.Objectives.values` turns them back). Gathered over the islands' fronts,
+        without communication after ``propulate()`` (see :mod:`propulate.run_results`).
+
+        Raises
+        ------
+        propulate.run_results.NoResultError
+            (a ``RuntimeError``) before ``propulate()`` returned, in a run with one loss (use :attr:`best`),
+            or if no evaluation of the run completed.
+        """
+        return self._run_results().front
+
+    def _kept_best(self, n: int) -> list[Individual]:
+        """Return the individuals whose evaluation folders outlive the run: the best n, or n of the front."""
+        results = self._run_results()
+        if not results.multi_objective:
+            return results.top(n)
+        front = results.front if results.counts[Status.COMPLETED] else []
+        return front[:: max(1, math.ceil(len(front) / n))][:n] if front else []
+
     def _run_results(self) -> RunResults:
         if self._results is None:
             raise NoResultError("the results of the run are known once propulate() has returned")
@@ -1331,7 +1387,9 @@ class Propulator:
         Returns
         -------
         list of list of Individual
-            One list per worker (in ``propulate_comm`` order), best first; the same on every rank.
+            One list per worker (in ``propulate_comm`` order), best first; the same on every rank. In a run
+            with several objectives, each worker's list is its island's Pareto front instead (all of it,
+            whatever ``top_n``), in the order of the first objective.
 
         Raises
         ------
@@ -1341,13 +1399,18 @@ class Propulator:
         check_int("top_n", top_n, 0)
         gathered: list[list[Individual]] | None = None
         if self.is_worker_root:
-            gathered = self._world.allgather(self._population.distinct_best(top_n))
+            if self.objectives is None:
+                mine = self._population.distinct_best(top_n)
+            else:
+                mine = sorted(pareto_front(self.population), key=loss_vector)
+            gathered = self._world.allgather(mine)
         gathered = self._worker.bcast(gathered, root=0)
         assert gathered is not None
         if debug >= 1 and self.is_worker_root and self._world.rank == 0:
             for island, first in enumerate(self.island_displs):
                 lines = "\n".join(f"  {i + 1}. {ind}" for i, ind in enumerate(gathered[first]))
-                log.info(f"Top {len(gathered[first])} result(s) on island {island}:\n{lines}")
+                what = "Pareto front" if self.objectives is not None else "Top"
+                log.info(f"{what} {len(gathered[first])} result(s) on island {island}:\n{lines}")
         return gathered
 
 

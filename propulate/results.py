@@ -12,6 +12,10 @@ followed by propulate's provenance:
 ``value``
     The loss. NaN for a failed evaluation (as Optuna leaves a failed trial without value) and for one that
     never finished; for a pruned evaluation the last interim loss (as Optuna does).
+``values_0``, ``values_1``, ...
+    Instead of ``value`` in a run with several objectives (:mod:`propulate.objectives`), as Optuna names
+    them: each objective as the loss function returned it (a maximized one not negated), NaN where
+    ``value`` would be.
 ``datetime_start``, ``datetime_complete``
     When the evaluation started and finished, timezone-aware UTC timestamps; ``NaT`` if it never finished.
 ``duration``
@@ -85,6 +89,7 @@ import numpy as np
 from .checkpoint import Checkpoint, load_checkpoint, make_uid, uid_origin
 from .errors import PropulateError
 from .individual import Individual, Status
+from .objectives import Objectives
 from .space import Kind, SearchSpace
 
 if TYPE_CHECKING:
@@ -199,7 +204,7 @@ def checkpoint_dataframe(checkpoint: Checkpoint, include_interrupted: bool = Fal
     individuals = checkpoint.population
     if include_interrupted:
         individuals += [ind for island in sorted(checkpoint.pending) for ind in checkpoint.pending[island]]
-    return to_dataframe(individuals, checkpoint.space)
+    return to_dataframe(individuals, checkpoint.space, checkpoint.config.get("objectives"))
 
 
 def load_dataframe(checkpoint_path: str | Path, include_interrupted: bool = False) -> pd.DataFrame:
@@ -207,7 +212,9 @@ def load_dataframe(checkpoint_path: str | Path, include_interrupted: bool = Fals
     return checkpoint_dataframe(read_checkpoint(checkpoint_path), include_interrupted)
 
 
-def to_dataframe(individuals: Iterable[Individual], space: SearchSpace | None = None) -> pd.DataFrame:
+def to_dataframe(
+    individuals: Iterable[Individual], space: SearchSpace | None = None, objectives: Any = None
+) -> pd.DataFrame:
     """Return individuals as a frame, one row per evaluation (see the module docstring for the columns).
 
     Works on the individuals of a checkpoint as well as on a live ``Propulator.population``; copies made by
@@ -219,6 +226,10 @@ def to_dataframe(individuals: Iterable[Individual], space: SearchSpace | None = 
         Individuals of one search space, evaluated or not.
     space : SearchSpace, optional
         Their search space; needed only to name the parameter columns of an empty frame.
+    objectives : optional
+        The run's ``objectives`` (see :class:`propulate.objectives.Objectives`): with several objectives
+        the frame has Optuna's columns ``values_0``, ``values_1``, ... (the values as the loss function
+        returned them) instead of ``value``. Taken from the individuals when not given (all minimized).
 
     Returns
     -------
@@ -267,16 +278,21 @@ def to_dataframe(individuals: Iterable[Individual], space: SearchSpace | None = 
         names[status_value] = name
     state = names[status[order]]
     has_value = np.isin(status[order], [int(Status.COMPLETED), int(Status.PRUNED)])
-    value = np.where(has_value, loss[order], np.nan)
-    columns: dict[str, Any] = {
-        "number": np.arange(len(order)),
-        "value": value,
-        # Epoch seconds in float64 resolve about a microsecond: finer digits would be noise.
-        "datetime_start": pd.to_datetime(np.round(start[order] * 1e6), unit="us", utc=True),
-        "datetime_complete": pd.to_datetime(np.round(end[order] * 1e6), unit="us", utc=True),
-    }
-    columns["duration"] = columns["datetime_complete"] - columns["datetime_start"]
     kept = [inds[i] for i in order.tolist()]
+    columns: dict[str, Any] = {"number": np.arange(len(order))}
+    goals = _objectives(objectives, kept)
+    if goals is None:
+        columns["value"] = np.where(has_value, loss[order], np.nan)
+    else:
+        columns.update(_value_columns(kept, goals, has_value))
+    columns.update(
+        {
+            # Epoch seconds in float64 resolve about a microsecond: finer digits would be noise.
+            "datetime_start": pd.to_datetime(np.round(start[order] * 1e6), unit="us", utc=True),
+            "datetime_complete": pd.to_datetime(np.round(end[order] * 1e6), unit="us", utc=True),
+        }
+    )
+    columns["duration"] = columns["datetime_complete"] - columns["datetime_start"]
     if space is not None:
         positions = np.array(list(map(attrgetter("position"), kept))) if kept else np.zeros((0, space.ndim))
         columns.update(_decode_columns(positions, space, pd))
@@ -369,6 +385,27 @@ def _decode_columns(positions: np.ndarray, space: SearchSpace, pd: Any) -> dict[
                 column = pd.Series(choices[codes], dtype=object)
         columns[f"params_{p.name}"] = column
     return columns
+
+
+def _objectives(objectives: Any, individuals: Sequence[Individual]) -> Objectives | None:
+    """Return the run's objectives: as given, else as many minimized ones as the individuals hold."""
+    goals = Objectives.of(objectives)
+    if goals is None:
+        counts = {len(ind.losses) for ind in individuals if ind.losses is not None}
+        if counts:
+            goals = Objectives.of(max(counts))
+    return goals
+
+
+def _value_columns(
+    individuals: Sequence[Individual], goals: Objectives, has_value: np.ndarray
+) -> dict[str, Any]:
+    """Optuna's ``values_<i>`` columns: each objective as the loss function returned it, NaN without one."""
+    values = np.full((len(individuals), len(goals)), np.nan)
+    for row, ind in enumerate(individuals):
+        if has_value[row] and ind.losses is not None and len(ind.losses) == len(goals):
+            values[row] = goals.values(ind.losses)
+    return {f"values_{i}": values[:, i] for i in range(len(goals))}
 
 
 def _metric_columns(metrics: Sequence[dict[str, float]]) -> dict[str, np.ndarray]:

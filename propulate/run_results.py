@@ -22,6 +22,7 @@ from mpi4py import MPI
 
 from .errors import PropulateError
 from .individual import Individual, Status
+from .objectives import loss_vector, pareto_front
 from .population import distinct_best
 
 __all__ = ["COUNTED", "KEPT", "NoResultError", "RunResults", "gather_results"]
@@ -54,11 +55,17 @@ class RunResults:
         The run's evaluations by status (the keys of :data:`COUNTED`), earlier sessions included; each
         evaluation once (not its copies on other islands). ``interrupted`` ones are evaluated again on
         resume.
+    front : sequence of Individual, optional
+        In a run with several objectives, its Pareto front (:func:`propulate.objectives.pareto_front`);
+        ``None`` in a run with one loss.
     """
 
-    def __init__(self, top: Sequence[Individual], counts: dict[Status, int]) -> None:
+    def __init__(
+        self, top: Sequence[Individual], counts: dict[Status, int], front: Sequence[Individual] | None = None
+    ) -> None:
         self._top = list(top)
         self.counts = {status: int(counts.get(status, 0)) for status in COUNTED}
+        self._front = None if front is None else list(front)
 
     @property
     def all_failed(self) -> bool:
@@ -71,14 +78,41 @@ class RunResults:
         return ", ".join(f"{self.counts[status]} {name}" for status, name in COUNTED.items())
 
     @property
+    def multi_objective(self) -> bool:
+        """Whether the run had several objectives."""
+        return self._front is not None
+
+    @property
+    def front(self) -> list[Individual]:
+        """Copies of the run's Pareto front: the distinct completed individuals no other one dominates.
+
+        In the order of the first objective. Raises :class:`NoResultError` in a run with one loss (use
+        :attr:`best`) and when no evaluation completed.
+        """
+        if self._front is None:
+            raise NoResultError("the run has one loss, no Pareto front: use best or top(n)")
+        if not self._front:
+            raise NoResultError(
+                f"no evaluation of the run completed ({self.counts_text()}); see the log for the failures"
+            )
+        return [ind.copy() for ind in self._front]
+
+    def _single(self, name: str) -> None:
+        if self._front is not None:
+            raise NoResultError(
+                f"{name}: a run with several objectives has no single best individual; use pareto_front"
+            )
+
+    @property
     def best(self) -> Individual:
         """The individual of lowest loss of the whole run (a copy).
 
         Raises
         ------
         NoResultError
-            If no evaluation completed.
+            If no evaluation completed, or the run has several objectives (see :attr:`front`).
         """
+        self._single("best")
         if not self._top:
             raise NoResultError(
                 f"no evaluation of the run completed ({self.counts_text()}); see the log for the failures"
@@ -98,7 +132,10 @@ class RunResults:
         ValueError
             If ``n`` is not an int in ``[1, KEPT]`` (for more, read the checkpoint:
             :func:`propulate.results.load_dataframe`).
+        NoResultError
+            If the run has several objectives (see :attr:`front`).
         """
+        self._single("top")
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= KEPT:
             raise ValueError(
                 f"n: expected an int in [1, {KEPT}], got {n!r}; for more, read the checkpoint with "
@@ -108,7 +145,10 @@ class RunResults:
 
 
 def gather_results(
-    island_members: Sequence[Individual] | None, comm: MPI.Comm, wait: Callable[[MPI.Request], None]
+    island_members: Sequence[Individual] | None,
+    comm: MPI.Comm,
+    wait: Callable[[MPI.Request], None],
+    multi_objective: bool = False,
 ) -> RunResults:
     """Merge the islands' best distinct individuals over ``comm``; collective over ``comm``.
 
@@ -122,24 +162,31 @@ def gather_results(
         Waits for a request without blocking in MPI (checking for failures of other ranks meanwhile): the
         reduction starts once every worker has arrived, so that no rank spins in it while a slower one
         still evaluates.
+    multi_objective : bool
+        Also merge the islands' Pareto fronts into the run's (the same on every rank).
     """
     wait(comm.Ibarrier())
-    mine: tuple[list[Individual], dict[int, int]] = ([], {})
+    empty: list[Individual] | None = [] if multi_objective else None
+    mine: tuple[list[Individual], dict[int, int], list[Individual] | None] = ([], {}, empty)
     if island_members is not None:
         counts: dict[int, int] = {}
         for ind in island_members:
             if ind.migration_steps == 0:  # the evaluation itself, not a copy sent to another island
                 counts[int(ind.status)] = counts.get(int(ind.status), 0) + 1
-        mine = (distinct_best(island_members, KEPT), counts)
-    top, counts = comm.allreduce(mine, op=_MERGE)
-    return RunResults(top, {Status(status): n for status, n in counts.items()})
+        front = pareto_front(island_members) if multi_objective else None
+        mine = (distinct_best(island_members, KEPT), counts, front)
+    top, counts, front = comm.allreduce(mine, op=_MERGE)
+    if front is not None:
+        front.sort(key=loss_vector)
+    return RunResults(top, {Status(status): n for status, n in counts.items()}, front)
 
 
 def _merge(a: Any, b: Any, _datatype: Any = None) -> Any:
     counts = dict(a[1])
     for status, n in b[1].items():
         counts[status] = counts.get(status, 0) + n
-    return distinct_best([*a[0], *b[0]], KEPT), counts
+    front = None if a[2] is None else pareto_front([*a[2], *b[2]])
+    return distinct_best([*a[0], *b[0]], KEPT), counts, front
 
 
 # mpi4py calls a user operation on the objects themselves in a reduction of Python objects (its stubs only

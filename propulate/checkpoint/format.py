@@ -25,7 +25,8 @@ A session file holds:
   migration probability, pollination, propagator description, world size, library version);
 - ``records``: one row per event, :func:`record_dtype`. Each row holds the whole individual (parameters as
   the ``position`` embedding, loss, status, generation, worker, birth island, island of residence, migration
-  state, start/end time and period); its metrics, migration history and ``_``-prefixed entries are JSON
+  state, start/end time and period); its metrics, migration history, ``_``-prefixed entries and, with
+  several objectives, its losses (``"losses"``, a list; the ``loss`` column holds the first) are JSON
   in ``blobs`` (entries JSON cannot hold exactly are pickled there, base64-encoded);
 - ``blobs``: a byte heap for the variable-length parts of rows;
 - ``snapshots`` and ``snapshot0``, ``snapshot1``: the writer's latest state (RNG, propagator, counters),
@@ -275,6 +276,7 @@ def entry(kind: Record, ind: Individual, home: int, start: float, pending: bool 
         None if pending else ind.surrogate_data,
         dict(ind.extras) or None,
         None if pending else ind.error,
+        None if pending else ind.losses,
     )
 
 
@@ -325,8 +327,15 @@ class RowEncoder:
             if item[0] == Record.DEACTIVATED:
                 records.append((*item[:6], 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0, self._nan, self._nan))
                 continue
-            metrics, history, steps, surrogate, extras, error = item[16:22]
-            if not metrics and not steps and surrogate is None and extras is None and error is None:
+            metrics, history, steps, surrogate, extras, error, losses = item[16:23]
+            if (
+                not metrics
+                and not steps
+                and surrogate is None
+                and extras is None
+                and error is None
+                and not losses
+            ):
                 extra = self._plain_extras.get(history)
                 if extra is None:  # the common case: one encoding per migration history
                     extra = json.dumps({"metrics": {}, "history": history}).encode()
@@ -341,6 +350,8 @@ class RowEncoder:
                     extra_fields.update(encode_extras(extras))
                 if error is not None:
                     extra_fields["error"] = error
+                if losses is not None:  # several objectives: NaN and inf as JSON's non-standard literals
+                    extra_fields["losses"] = list(losses)
                 extra = json.dumps(extra_fields).encode()
             velocity = self._nan if item[15] is None else item[15]
             records.append((*item[:14], base + len(heap), len(extra), item[14], velocity))

@@ -349,6 +349,8 @@ class _Rows:
         ind.steps = int(extra.get("steps", 0))
         ind.surrogate_data = extra.get("surrogate")
         ind.error = extra.get("error")
+        losses = extra.get("losses")
+        ind.losses = None if losses is None else tuple(float(v) for v in losses)
         ind.extras = decode_extras(extra)
         return ind
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..individual import Individual, loss_order
 from ..migration import same_topology_setting, topology_setting_words
+from ..objectives import Objectives
 from ..space import SearchSpace
 from .compaction import compact
 from .evaluations import FOLDER as EVALUATION_FOLDERS
@@ -199,6 +200,7 @@ def plan_session(
     space: SearchSpace | None,
     island_counts: Iterable[int],
     pollination: bool,
+    objectives: Objectives | None = None,
 ) -> SessionPlan:
     """Plan a session: a resume from what :func:`read_shared` read, or a fresh start when it read nothing.
 
@@ -209,7 +211,8 @@ def plan_session(
     Raises
     ------
     CheckpointError
-        If a file cannot be read, or the checkpoint was made for another search space than ``space``.
+        If a file cannot be read, or the checkpoint was made for another search space than ``space`` or
+        for other ``objectives`` (another number, names or directions).
     OSError
         If the directory cannot be written.
     """
@@ -225,6 +228,13 @@ def plan_session(
                 raise CheckpointError(
                     f"the checkpoint in {directory} was made for another search space: it holds "
                     f"{checkpoint.space.limits}, this run searches {space.limits}. Use another "
+                    "checkpoint_path, or start fresh (resume=False or PROPULATE_RESUME=0)."
+                )
+            stored = Objectives.of(checkpoint.config.get("objectives"))
+            if stored != objectives:
+                raise CheckpointError(
+                    f"the checkpoint in {directory} was made for other objectives: it holds "
+                    f"{stored or 'one loss'}, this run has {objectives or 'one loss'}. Use another "
                     "checkpoint_path, or start fresh (resume=False or PROPULATE_RESUME=0)."
                 )
             space = space or checkpoint.space
@@ -272,6 +282,7 @@ def share_plan(
     space: SearchSpace | None,
     island_counts: Iterable[int],
     pollination: bool,
+    objectives: Objectives | None = None,
 ) -> tuple[str | None, SessionPlan | None, dict[str, Any]]:
     """Read the checkpoint and hand every worker root its part of the plan; collective over ``roots``.
 
@@ -299,7 +310,7 @@ def share_plan(
         header = {"error": str(err)}  # raised again as a CheckpointError: its name once is enough
     if roots.rank == 0 and header is None:
         try:
-            plan = plan_session(directory, read, space, island_counts, pollination)
+            plan = plan_session(directory, read, space, island_counts, pollination, objectives)
             header, payloads = {"session": plan.session, "limits": plan.limits}, plan.payloads
         except (CheckpointError, OSError, ValueError) as err:
             header = {"error": _described(err)}

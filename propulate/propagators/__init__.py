@@ -1,4 +1,4 @@
-"""Propagators (evolutionary operators): base and genetic operators, particle swarms, CMA-ES, Nelder–Mead."""
+"""Propagators (evolutionary operators): base and genetic operators, PSO, CMA-ES, Nelder–Mead, NSGA-II."""
 
 from .base import (
     Compose,
@@ -8,6 +8,8 @@ from .base import (
     Propagator,
     SelectMax,
     SelectMin,
+    SelectParetoBest,
+    SelectParetoWorst,
     SelectUniform,
     Stochastic,
 )
@@ -21,6 +23,7 @@ from .ga import (
     RandomPointMutation,
 )
 from .nm import ParallelNelderMead
+from .nsga2 import NSGA2
 from .pso import (
     BasicPSO,
     CanonicalPSO,
@@ -31,6 +34,7 @@ from .pso import (
 )
 
 __all__ = [
+    "NSGA2",
     "ActiveCMA",
     "BasicCMA",
     "BasicPSO",
@@ -54,6 +58,8 @@ __all__ = [
     "RandomPointMutation",
     "SelectMax",
     "SelectMin",
+    "SelectParetoBest",
+    "SelectParetoWorst",
     "SelectUniform",
     "StatelessPSO",
     "Stochastic",

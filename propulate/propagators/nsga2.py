@@ -1,0 +1,241 @@
+"""NSGA-II for several objectives, asynchronous and steady-state.
+
+The selection is that of NSGA-II (Deb, Pratap, Agarwal & Meyarivan, "A fast and elitist multiobjective
+genetic algorithm: NSGA-II", IEEE TEC 6(2), 2002): individuals are ranked by non-dominated sorting, ties
+within a front broken by the crowding distance (larger first, Sec. III-B), and parents are drawn by binary
+tournament on that order (Sec. III-C). The generational ``(mu + mu)`` replacement becomes a steady-state
+``(mu + 1)`` one, as in asynchronous evolutionary algorithms, where evaluations end one at a time: every
+evaluated individual enters the population and, when it holds more than ``pop_size``, the one last in that
+order leaves (Durillo, Nebro, Luna & Alba, "On the effect of the steady-state selection scheme in
+multi-objective genetic algorithms", EMO 2009; the asynchronous steady-state EA of Scott & De Jong,
+"Understanding simple asynchronous evolutionary algorithms", FOGA 2015). Each breeding therefore costs the
+same whatever the length of the run: the population holds ``pop_size`` individuals, and each insertion
+sorts ``pop_size + 1`` points (``moocore``, O(n log n) for two and three objectives).
+
+The variation is Deb's for real-coded NSGA-II: simulated binary crossover (SBX, Deb & Agrawal, Complex
+Systems 9, 1995; the bounded form of Deb & Goyal 1996) with distribution index ``eta_crossover`` and
+probability ``crossover_prob``, each variable exchanged with probability 1/2, followed by polynomial
+mutation (Deb & Goyal, Computer Science and Informatics 26(4), 1996; the bounded form of Deb & Deb 2014)
+of each numeric parameter with probability ``mutation_prob`` (default ``1 / number of parameters``) and
+distribution index ``eta_mutation``. They act on a parameter's slot of the search space's embedding, so
+log scales are searched in log space and integers are rounded when read; a categorical parameter is
+taken from either parent with probability 1/2 and redrawn uniformly with probability ``mutation_prob``.
+
+Other workers and islands. The population is built from what the worker's island evaluates (every
+evaluation the loop hands :meth:`NSGA2.observe`, its own and its peers', in the order they arrive) and from
+immigrants; failed and pruned evaluations never enter it, and an individual that emigrated (inactive) is
+dropped at the next breeding. Workers of one island therefore breed from almost the same population, each
+with its own random stream; until ``pop_size`` individuals are known they sample the search space
+uniformly, as NSGA-II's random first generation. The population is not checkpointed: on resume it is
+rebuilt from the restored individuals the loop hands :meth:`NSGA2.observe`.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..individual import Individual, Status
+from ..objectives import loss_vector
+from ..space import Kind, SearchSpace
+from ..validation import check_int, check_probability, check_real
+from .base import Propagator, nsga2_order
+
+__all__ = ["NSGA2"]
+
+
+def _positive(name: str, value: object) -> float:
+    number = check_real(name, value)
+    if not number > 0:
+        raise ValueError(f"{name}: expected a positive number, got {value!r}")
+    return number
+
+
+class NSGA2(Propagator):
+    """Asynchronous steady-state NSGA-II: non-dominated sorting, crowding, SBX and polynomial mutation.
+
+    See the module docstring for the algorithm and its sources. Use it with ``objectives`` set on
+    :class:`~propulate.Propulator` or :class:`~propulate.Islands`; with one objective it is a steady-state
+    genetic algorithm with binary tournaments on the loss.
+
+    Parameters
+    ----------
+    limits : dict or SearchSpace
+        The search space.
+    pop_size : int >= 2
+        The number of individuals kept for breeding (NSGA-II's ``N``), and how many are drawn uniformly
+        before breeding starts. Default 50, as Optuna's ``NSGAIISampler`` (Deb et al. 2002 used 100 for
+        25,000 evaluations; hyperparameter searches have hundreds to thousands).
+    crossover_prob : float in [0, 1]
+        Probability that two parents are recombined by SBX (0.9 in Deb et al. 2002); otherwise the child is a
+        copy of the first parent before mutation.
+    mutation_prob : float in [0, 1], optional
+        Probability that a parameter is mutated; default ``1 / number of parameters`` (Deb et al. 2002).
+    eta_crossover : float > 0
+        SBX's distribution index: larger keeps children closer to their parents (20 in Deb et al. 2002).
+    eta_mutation : float > 0
+        The polynomial mutation's distribution index (20 in Deb et al. 2002).
+    rng : random.Random, optional
+        The generator owned by this propagator; seed it differently on every worker.
+
+    Raises
+    ------
+    ValueError
+        For out-of-range arguments, named in the message.
+    """
+
+    def __init__(
+        self,
+        limits: Mapping[str, Any] | SearchSpace,
+        pop_size: int = 50,
+        crossover_prob: float = 0.9,
+        mutation_prob: float | None = None,
+        eta_crossover: float = 20.0,
+        eta_mutation: float = 20.0,
+        rng: random.Random | None = None,
+    ) -> None:
+        super().__init__(0, 1, rng)
+        self.space = SearchSpace.of(limits)
+        self.pop_size = check_int("pop_size", pop_size, 2)
+        self.crossover_prob = check_probability("crossover_prob", crossover_prob)
+        count = len(self.space.parameters)
+        self.mutation_prob = (
+            1.0 / count if mutation_prob is None else check_probability("mutation_prob", mutation_prob)
+        )
+        self.eta_crossover = _positive("eta_crossover", eta_crossover)
+        self.eta_mutation = _positive("eta_mutation", eta_mutation)
+        self._numeric = [p for p in self.space.parameters if p.kind is not Kind.CATEGORICAL]
+        self._categorical = [p for p in self.space.parameters if p.kind is Kind.CATEGORICAL]
+        self._members: list[Individual] = []  # the population, at most pop_size
+        self._order: np.ndarray | None = None  # ranks of the members for the tournaments, computed lazily
+        self.observed = 0  # completed individuals that entered the population, ever
+
+    # ------------------------------------------------------------------------------------ population
+
+    @property
+    def breeding_pool(self) -> int | None:  # noqa: D102
+        return 0  # it breeds from what it observed
+
+    def observe(self, ind: Individual) -> None:
+        """Let a completed individual with losses enter the population; the worst leaves if it is full."""
+        if ind.status is not Status.COMPLETED:
+            return
+        losses = loss_vector(ind)
+        if not all(math.isfinite(v) for v in losses):
+            return
+        self.observed += 1
+        self._members.append(ind)
+        self._order = None
+        if len(self._members) > self.pop_size:
+            self._drop_inactive()
+        if len(self._members) > self.pop_size:
+            del self._members[int(np.argmax(self._tournament_ranks()))]
+            self._order = None
+
+    def _drop_inactive(self) -> None:
+        if any(not ind.active for ind in self._members):
+            self._members = [ind for ind in self._members if ind.active]
+            self._order = None
+
+    def _tournament_ranks(self) -> np.ndarray:
+        """Return each member's place in NSGA-II's order: Pareto rank, then larger crowding distance first."""
+        if self._order is None:
+            order = nsga2_order(self._members)
+            position = np.empty(len(order), dtype=np.int64)
+            position[order] = np.arange(len(order))
+            self._order = position
+        return self._order
+
+    @property
+    def population(self) -> list[Individual]:
+        """The individuals kept for breeding, at most ``pop_size`` (the members themselves, do not modify)."""
+        return list(self._members)
+
+    # -------------------------------------------------------------------------------------- breeding
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:
+        """Breed one child from the population (``inds`` is ignored: see :attr:`breeding_pool`)."""
+        self._drop_inactive()
+        if self.observed < self.pop_size or len(self._members) < 2:  # NSGA-II's random first generation
+            return [Individual(self.space.sample(self.rng), self.space)]
+        first, second = self._tournament(), self._tournament()
+        child = first.child()
+        x1, x2 = child.position, second.position
+        if self.rng.random() < self.crossover_prob:
+            self._sbx(x1, x2)
+            for p in self._categorical:
+                if self.rng.random() < 0.5:
+                    x1[p.offset : p.offset + p.width] = x2[p.offset : p.offset + p.width]
+        self._mutate(child)
+        return [child]
+
+    def _tournament(self) -> Individual:
+        """Return the better in NSGA-II's order of two members drawn uniformly (binary tournament)."""
+        order = self._tournament_ranks()
+        i, j = self.rng.randrange(len(self._members)), self.rng.randrange(len(self._members))
+        return self._members[i if order[i] <= order[j] else j]
+
+    def _sbx(self, x1: np.ndarray, x2: np.ndarray) -> None:
+        """Recombine the numeric slots by bounded SBX; ``x1`` becomes one of the two children, in place."""
+        eta = self.eta_crossover
+        for p in self._numeric:
+            if self.rng.random() >= 0.5:
+                continue
+            a, b = x1[p.offset], x2[p.offset]
+            low, high = p.lower, p.upper
+            if abs(a - b) < 1e-14 or high <= low:
+                continue
+            y1, y2 = min(a, b), max(a, b)
+            u = self.rng.random()
+            children = []
+            for spread_to_bound in (y1 - low, high - y2):
+                beta = 1.0 + 2.0 * spread_to_bound / (y2 - y1)
+                alpha = 2.0 - beta ** -(eta + 1.0)
+                if u <= 1.0 / alpha:
+                    beta_q = (u * alpha) ** (1.0 / (eta + 1.0))
+                else:
+                    beta_q = (1.0 / (2.0 - u * alpha)) ** (1.0 / (eta + 1.0))
+                children.append(beta_q)
+            c1 = 0.5 * ((y1 + y2) - children[0] * (y2 - y1))
+            c2 = 0.5 * ((y1 + y2) + children[1] * (y2 - y1))
+            c1, c2 = min(max(c1, low), high), min(max(c2, low), high)
+            x1[p.offset] = c1 if self.rng.random() < 0.5 else c2
+
+    def _mutate(self, child: Individual) -> None:
+        """Mutate each numeric slot polynomially, redraw each categorical, each with ``mutation_prob``."""
+        x = child.position
+        eta = self.eta_mutation
+        for p in self._numeric:
+            if self.rng.random() >= self.mutation_prob:
+                continue
+            low, high = p.lower, p.upper
+            if high <= low:
+                continue
+            y = x[p.offset]
+            d1, d2 = (y - low) / (high - low), (high - y) / (high - low)
+            u = self.rng.random()
+            power = 1.0 / (eta + 1.0)
+            if u < 0.5:
+                xy = 1.0 - d1
+                delta = (2.0 * u + (1.0 - 2.0 * u) * xy ** (eta + 1.0)) ** power - 1.0
+            else:
+                xy = 1.0 - d2
+                delta = 1.0 - (2.0 * (1.0 - u) + 2.0 * (u - 0.5) * xy ** (eta + 1.0)) ** power
+            x[p.offset] = min(max(y + delta * (high - low), low), high)
+        for p in self._categorical:
+            if self.rng.random() < self.mutation_prob:
+                self.space.encode_one(x, p, SearchSpace.sample_value(p, self.rng))
+
+    def reject(self, ind: Individual) -> None:  # noqa: D102
+        pass  # the next call draws other parents and other variations
+
+    def __repr__(self) -> str:
+        return (
+            f"NSGA2(pop_size={self.pop_size}, crossover_prob={self.crossover_prob}, "
+            f"mutation_prob={self.mutation_prob:.4g}, eta_crossover={self.eta_crossover}, "
+            f"eta_mutation={self.eta_mutation})"
+        )
