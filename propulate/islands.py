@@ -197,6 +197,11 @@ class Islands:
         self.propulator.propulate(logging_interval, debug)
 
     @property
+    def pareto_front(self) -> list[Individual]:
+        """The run's Pareto front with several objectives, on every rank (:attr:`Propulator.pareto_front`)."""
+        return self.propulator.pareto_front
+
+    @property
     def best(self) -> Individual:
         """The best individual of the run, on every rank after ``propulate()`` (:attr:`Propulator.best`)."""
         return self.propulator.best
