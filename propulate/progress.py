@@ -49,11 +49,21 @@ class Progress:
         Evaluations planned for the whole run (generations × workers); ``None`` when it runs until stopped.
     interval : float
         Seconds between two progress lines (and between two reports of an island), > 0.
+    loss_name : str
+        What the line calls the loss: ``"loss"``, or with several objectives the first one's name (the
+        best of it is shown, in minimized form).
     """
 
     def __init__(
-        self, mailbox: Mailbox, island: int, island_head: bool, planned: int | None, interval: float
+        self,
+        mailbox: Mailbox,
+        island: int,
+        island_head: bool,
+        planned: int | None,
+        interval: float,
+        loss_name: str = "loss",
     ) -> None:
+        self.loss_name = loss_name
         self.mailbox = mailbox
         self.island = island
         self.island_head = island_head
@@ -137,7 +147,7 @@ class Progress:
         parts = [f"{done:,} evaluations"]
         if self.planned:
             parts[0] = f"{done:,}/{self.planned:,} evaluations ({100.0 * done / self.planned:.1f} %)"
-        parts.append(f"best loss {best:.6g}" if math.isfinite(best) else "no loss yet")
+        parts.append(f"best {self.loss_name} {best:.6g}" if math.isfinite(best) else "no loss yet")
         parts.append(f"{rate:.3g} evaluations/s")
         if self.planned and rate > 0 and done < self.planned:
             parts.append(f"about {format_duration((self.planned - done) / rate)} left")

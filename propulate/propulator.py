@@ -387,6 +387,7 @@ class Propulator:
             self._island.rank == 0,
             None if self.generations == -1 else self.generations * self._world.size,
             self._progress_interval,
+            "loss" if self.objectives is None else f"{self.objectives.names[0]} (minimized)",
         )
         self.island_rank = self._island.rank
         if island_displs is None or island_counts is None:
@@ -915,9 +916,13 @@ class Propulator:
         )
 
     def _status_text(self) -> str:
+        elapsed = time.time() - self.start_time
+        if self.objectives is not None:
+            front = len(pareto_front(self.population))
+            known = f"{len(self._population)} individuals known, {front} on the Pareto front"
+            return f"{known}, {elapsed:.1f} s elapsed"
         best = self._population.best(1)
         best_loss = f"{best[0].loss:.6g}" if best else "n/a"
-        elapsed = time.time() - self.start_time
         return f"{len(self._population)} individuals known, best loss {best_loss}, {elapsed:.1f} s elapsed"
 
     def _await_peers(self) -> None:
