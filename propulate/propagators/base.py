@@ -392,13 +392,11 @@ def nsga2_order(inds: Sequence[Individual]) -> np.ndarray:
     """
     if not inds:
         return np.zeros(0, dtype=np.int64)
-    points = np.nan_to_num(np.array([loss_vector(ind) for ind in inds], dtype=np.float64), nan=np.inf)
+    points = np.array([loss_vector(ind) for ind in inds], dtype=np.float64)
     ranks = pareto_ranks(points)
-    crowding = np.zeros(len(points))
-    for rank in np.unique(ranks):
-        front = ranks == rank
-        finite = np.where(np.isfinite(points[front]), points[front], np.finfo(np.float64).max)
-        crowding[front] = crowding_distance(finite)
+    if not np.isfinite(points).all():  # NaN counts as inf; the crowding needs finite spans
+        points = np.where(np.isfinite(points), points, np.finfo(np.float64).max)
+    crowding = crowding_distance(points, ranks)
     # lexsort sorts by its last key first.
     return np.lexsort((np.arange(len(points)), -crowding, ranks))
 

@@ -108,7 +108,10 @@ class NSGA2(Propagator):
         )
         self.eta_crossover = _positive("eta_crossover", eta_crossover)
         self.eta_mutation = _positive("eta_mutation", eta_mutation)
-        self._numeric = [p for p in self.space.parameters if p.kind is not Kind.CATEGORICAL]
+        numeric = [p for p in self.space.parameters if p.kind is not Kind.CATEGORICAL]
+        self._slots = np.array([p.offset for p in numeric], dtype=np.intp)  # their slots in the embedding
+        self._lower = np.array([p.lower for p in numeric])
+        self._upper = np.array([p.upper for p in numeric])
         self._categorical = [p for p in self.space.parameters if p.kind is Kind.CATEGORICAL]
         self._members: list[Individual] = []  # the population, at most pop_size
         self._order: np.ndarray | None = None  # ranks of the members for the tournaments, computed lazily
@@ -179,53 +182,55 @@ class NSGA2(Propagator):
         i, j = self.rng.randrange(len(self._members)), self.rng.randrange(len(self._members))
         return self._members[i if order[i] <= order[j] else j]
 
+    def _draws(self, count: int) -> np.ndarray:
+        """Return ``count`` uniform numbers in [0, 1) from this propagator's generator."""
+        draw = self.rng.random
+        return np.array([draw() for _ in range(count)])
+
     def _sbx(self, x1: np.ndarray, x2: np.ndarray) -> None:
-        """Recombine the numeric slots by bounded SBX; ``x1`` becomes one of the two children, in place."""
-        eta = self.eta_crossover
-        for p in self._numeric:
-            if self.rng.random() >= 0.5:
-                continue
-            a, b = x1[p.offset], x2[p.offset]
-            low, high = p.lower, p.upper
-            if abs(a - b) < 1e-14 or high <= low:
-                continue
-            y1, y2 = min(a, b), max(a, b)
-            u = self.rng.random()
-            children = []
-            for spread_to_bound in (y1 - low, high - y2):
-                beta = 1.0 + 2.0 * spread_to_bound / (y2 - y1)
-                alpha = 2.0 - beta ** -(eta + 1.0)
-                if u <= 1.0 / alpha:
-                    beta_q = (u * alpha) ** (1.0 / (eta + 1.0))
-                else:
-                    beta_q = (1.0 / (2.0 - u * alpha)) ** (1.0 / (eta + 1.0))
-                children.append(beta_q)
-            c1 = 0.5 * ((y1 + y2) - children[0] * (y2 - y1))
-            c2 = 0.5 * ((y1 + y2) + children[1] * (y2 - y1))
-            c1, c2 = min(max(c1, low), high), min(max(c2, low), high)
-            x1[p.offset] = c1 if self.rng.random() < 0.5 else c2
+        """Recombine the numeric slots by bounded SBX; ``x1`` becomes one of the two children, in place.
+
+        Each slot is recombined with probability 1/2 (when the parents differ there); of the two children
+        SBX makes of a slot, ``x1`` takes either with probability 1/2.
+        """
+        slots, low, high = self._slots, self._lower, self._upper
+        exchange, u, pick = self._draws(3 * len(slots)).reshape(3, len(slots))
+        a, b = x1[slots], x2[slots]
+        y1, y2 = np.minimum(a, b), np.maximum(a, b)
+        use = (exchange < 0.5) & (y2 - y1 > 1e-14) & (high > low)
+        if not use.any():
+            return
+        y1, y2, u, low, high = y1[use], y2[use], u[use], low[use], high[use]
+        diff = y2 - y1
+        power = 1.0 / (self.eta_crossover + 1.0)
+
+        def spread(to_bound: np.ndarray) -> np.ndarray:  # beta_q of the bounded SBX (Deb & Goyal 1996)
+            alpha = 2.0 - (1.0 + 2.0 * to_bound / diff) ** -(self.eta_crossover + 1.0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return np.where(u <= 1.0 / alpha, (u * alpha) ** power, (1.0 / (2.0 - u * alpha)) ** power)
+
+        c1 = np.clip(0.5 * ((y1 + y2) - spread(y1 - low) * diff), low, high)
+        c2 = np.clip(0.5 * ((y1 + y2) + spread(high - y2) * diff), low, high)
+        x1[slots[use]] = np.where(pick[use] < 0.5, c1, c2)
 
     def _mutate(self, child: Individual) -> None:
         """Mutate each numeric slot polynomially, redraw each categorical, each with ``mutation_prob``."""
         x = child.position
-        eta = self.eta_mutation
-        for p in self._numeric:
-            if self.rng.random() >= self.mutation_prob:
-                continue
-            low, high = p.lower, p.upper
-            if high <= low:
-                continue
-            y = x[p.offset]
-            d1, d2 = (y - low) / (high - low), (high - y) / (high - low)
-            u = self.rng.random()
-            power = 1.0 / (eta + 1.0)
-            if u < 0.5:
-                xy = 1.0 - d1
-                delta = (2.0 * u + (1.0 - 2.0 * u) * xy ** (eta + 1.0)) ** power - 1.0
-            else:
-                xy = 1.0 - d2
-                delta = 1.0 - (2.0 * (1.0 - u) + 2.0 * (u - 0.5) * xy ** (eta + 1.0)) ** power
-            x[p.offset] = min(max(y + delta * (high - low), low), high)
+        slots, low, high = self._slots, self._lower, self._upper
+        mutate, u = self._draws(2 * len(slots)).reshape(2, len(slots))
+        use = (mutate < self.mutation_prob) & (high > low)
+        if use.any():
+            y, u, low, high = x[slots[use]], u[use], low[use], high[use]
+            width = high - low
+            power = 1.0 / (self.eta_mutation + 1.0)
+            below = (
+                2.0 * u + (1.0 - 2.0 * u) * (1.0 - (y - low) / width) ** (self.eta_mutation + 1.0)
+            ) ** power
+            above = 2.0 * (1.0 - u) + 2.0 * (u - 0.5) * (1.0 - (high - y) / width) ** (
+                self.eta_mutation + 1.0
+            )
+            delta = np.where(u < 0.5, below - 1.0, 1.0 - above**power)
+            x[slots[use]] = np.clip(y + delta * width, low, high)
         for p in self._categorical:
             if self.rng.random() < self.mutation_prob:
                 self.space.encode_one(x, p, SearchSpace.sample_value(p, self.rng))
