@@ -1,16 +1,17 @@
 """NSGA-II for several objectives, asynchronous and steady-state.
 
-The selection is that of NSGA-II (Deb, Pratap, Agarwal & Meyarivan, "A fast and elitist multiobjective
-genetic algorithm: NSGA-II", IEEE TEC 6(2), 2002): individuals are ranked by non-dominated sorting, ties
-within a front broken by the crowding distance (larger first, Sec. III-B), and parents are drawn by binary
-tournament on that order (Sec. III-C). The generational ``(mu + mu)`` replacement becomes a steady-state
-``(mu + 1)`` one, as in asynchronous evolutionary algorithms, where evaluations end one at a time: every
-evaluated individual enters the population and, when it holds more than ``pop_size``, the one last in that
-order leaves (Durillo, Nebro, Luna & Alba, "On the effect of the steady-state selection scheme in
-multi-objective genetic algorithms", EMO 2009; the asynchronous steady-state EA of Scott & De Jong,
-"Understanding simple asynchronous evolutionary algorithms", FOGA 2015). Each breeding therefore costs the
-same whatever the length of the run: the population holds ``pop_size`` individuals, and each insertion
-sorts ``pop_size + 1`` points (``moocore``, O(n log n) for two and three objectives).
+The selection is that of NSGA-II (Deb, Pratap, Agarwal & Meyarivan, "A fast and elitist multiobjective genetic
+algorithm: NSGA-II", IEEE TEC 6(2), 2002): individuals are ranked by non-dominated sorting, ties within a
+front broken by the crowding distance (larger first, Sec. III-B), and parents are drawn by binary tournament
+on that order (Sec. III-C). The generational ``(mu + mu)`` replacement becomes the steady-state form of
+asynchronous evolutionary algorithms, where evaluations end one at a time (Scott & De Jong, "Understanding
+simple asynchronous evolutionary algorithms", FOGA 2015; for NSGA-II, Durillo, Nebro, Luna & Alba, "On the
+effect of the steady-state selection scheme in multi-objective genetic algorithms", EMO 2009): every evaluated
+individual joins the population, and before each breeding NSGA-II's environmental selection keeps the best
+``pop_size`` of the population and the ``lambda`` individuals that arrived since the last breeding (about one
+per worker of the island): a ``(mu + lambda)`` step with ``lambda`` set by the asynchrony, ``(mu + 1)`` with
+one worker. A breeding therefore costs the same whatever the length of the run: it sorts ``pop_size + lambda``
+points (``moocore``, O(n log n) for two and three objectives) and an arrival costs O(1).
 
 The variation is Deb's for real-coded NSGA-II: simulated binary crossover (SBX, Deb & Agrawal, Complex
 Systems 9, 1995; the bounded form of Deb & Goyal 1996) with distribution index ``eta_crossover`` and
@@ -124,7 +125,7 @@ class NSGA2(Propagator):
         return 0  # it breeds from what it observed
 
     def observe(self, ind: Individual) -> None:
-        """Let a completed individual with losses enter the population; the worst leaves if it is full."""
+        """Let a completed individual with finite losses join the population (selected before breeding)."""
         if ind.status is not Status.COMPLETED:
             return
         losses = loss_vector(ind)
@@ -133,36 +134,42 @@ class NSGA2(Propagator):
         self.observed += 1
         self._members.append(ind)
         self._order = None
-        if len(self._members) > self.pop_size:
-            self._drop_inactive()
-        if len(self._members) > self.pop_size:
-            del self._members[int(np.argmax(self._tournament_ranks()))]
-            self._order = None
+        if len(self._members) > 2 * self.pop_size:  # many arrivals during one long evaluation
+            self._select()
 
-    def _drop_inactive(self) -> None:
+    def _select(self) -> np.ndarray:
+        """Keep the best ``pop_size`` members in NSGA-II's order; return each one's place in that order.
+
+        NSGA-II's environmental selection over the population and everything that arrived since the last
+        breeding (Deb et al. 2002, Sec. III-C): whole fronts by Pareto rank, the last one cut by crowding
+        distance computed over the merged set. The survivors keep their places for the tournaments.
+        Members that emigrated (inactive) leave first.
+        """
         if any(not ind.active for ind in self._members):
             self._members = [ind for ind in self._members if ind.active]
             self._order = None
-
-    def _tournament_ranks(self) -> np.ndarray:
-        """Return each member's place in NSGA-II's order: Pareto rank, then larger crowding distance first."""
         if self._order is None:
             order = nsga2_order(self._members)
-            position = np.empty(len(order), dtype=np.int64)
-            position[order] = np.arange(len(order))
-            self._order = position
+            place = np.empty(len(order), dtype=np.int64)
+            place[order] = np.arange(len(order))
+            if len(order) > self.pop_size:
+                keep = np.sort(order[: self.pop_size])  # in the order they arrived
+                self._members = [self._members[i] for i in keep]
+                place = place[keep]
+            self._order = place
         return self._order
 
     @property
     def population(self) -> list[Individual]:
         """The individuals kept for breeding, at most ``pop_size`` (the members themselves, do not modify)."""
+        self._select()
         return list(self._members)
 
     # -------------------------------------------------------------------------------------- breeding
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:
         """Breed one child from the population (``inds`` is ignored: see :attr:`breeding_pool`)."""
-        self._drop_inactive()
+        self._select()
         if self.observed < self.pop_size or len(self._members) < 2:  # NSGA-II's random first generation
             return [Individual(self.space.sample(self.rng), self.space)]
         first, second = self._tournament(), self._tournament()
@@ -178,7 +185,7 @@ class NSGA2(Propagator):
 
     def _tournament(self) -> Individual:
         """Return the better in NSGA-II's order of two members drawn uniformly (binary tournament)."""
-        order = self._tournament_ranks()
+        order = self._select()
         i, j = self.rng.randrange(len(self._members)), self.rng.randrange(len(self._members))
         return self._members[i if order[i] <= order[j] else j]
 
