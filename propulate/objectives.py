@@ -20,6 +20,7 @@ No MPI in here.
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -231,8 +232,11 @@ def pareto_ranks(points: Any) -> np.ndarray:
     array = _points(points)
     if len(array) == 0:
         return np.zeros(0, dtype=np.int64)
-    if np.isnan(array).any():
-        array = np.where(np.isnan(array), np.inf, array)
+    if not np.isfinite(array).all():
+        # moocore ranks three objectives wrongly with inf and crashes on -inf: the largest finite numbers
+        # stand in for them (NaN as inf), which keeps every comparison between two points.
+        big = np.finfo(np.float64).max
+        array = np.nan_to_num(array, nan=big, posinf=big, neginf=-big)
     return np.asarray(moocore.pareto_rank(array), dtype=np.int64)
 
 
@@ -307,6 +311,8 @@ def hypervolume(points: Any, reference: Sequence[float]) -> float:
     inside = array[np.all(array < ref, axis=1)]
     if len(inside) == 0:
         return 0.0
+    if np.isinf(inside).any():  # a point at -inf in some objective: unbounded (moocore would crash on it)
+        return math.inf
     return float(moocore.hypervolume(inside, ref=ref))
 
 
