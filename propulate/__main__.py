@@ -2,33 +2,48 @@
 
 Subcommands (``python -m propulate SUBCOMMAND --help`` for their options):
 
-``report DIR [--html FILE]``
+``report DIR [--top N] [--reference R ...] [--html FILE]``
     Print the best configurations, counts per state and per island, evaluations per hour and worker
-    utilization; with ``--html``, also write the interactive report (:mod:`propulate.html_report`).
+    utilization; with ``--html``, also write the interactive report (:mod:`propulate.html_report`). For a run
+    with several objectives, instead of the best configurations: the Pareto front and the hypervolume of the
+    front so far as the run went on (:func:`propulate.results.format_report`), up to the reference point
+    ``--reference`` (one number per objective, in its own direction; default: 10 % of each objective's
+    range beyond its worst completed value).
 ``export DIR --format csv|json``
     Write one row per evaluation as CSV or JSON (columns in :mod:`propulate.results`).
-``plot DIR``
-    Write ``best_loss.png``, ``timeline.png`` and ``parameters.png`` (:mod:`propulate.plotting`).
+``plot DIR [--reference R ...]``
+    Write ``best_loss.png``, ``timeline.png`` and ``parameters.png`` (:mod:`propulate.plotting`); for a run
+    with several objectives ``front.png``, ``hypervolume.png``, ``timeline.png`` and ``parameters.png``
+    (:data:`propulate.plotting.MULTI_OBJECTIVE_FIGURES`).
 ``compact DIR``
     Merge the checkpoint's files into one (:mod:`propulate.checkpoint.compaction`); a resume does the same.
     Not while a run writes to ``DIR``.
 
-Exit status: 0 on success, 2 for a usage error, 1 when the work cannot be done (no checkpoint in ``DIR``, an
-unreadable checkpoint file, a missing optional package, a file that cannot be written); the reason goes to
-standard error.
+Exit status: 0 on success, 2 for a usage error (also a ``--reference`` that does not fit the run), 1 when
+the work cannot be done (no checkpoint in ``DIR``, an unreadable checkpoint file, a missing optional package,
+a file that cannot be written); the reason goes to standard error.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
 from .errors import PropulateError
 
+if TYPE_CHECKING:
+    from .objectives import Objectives
+
 PROG = "python -m propulate"
+
+
+class UsageError(Exception):
+    """An option that does not fit the checkpoint it is used on (exit status 2)."""
 
 
 def _positive_int(text: str) -> int:
@@ -39,6 +54,29 @@ def _positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def _add_reference(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--reference",
+        nargs="+",
+        type=_finite_float,
+        metavar="R",
+        help="with several objectives: the hypervolume's reference point, one number per objective in the "
+        "objective's own direction (the hypervolume counts what is below it for a minimized objective, "
+        "above it for a maximized one); default: 10%% of the range of each objective's completed values "
+        "beyond its worst completed value",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,11 +98,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the best configurations, counts, throughput and worker utilization",
         description="Print a plain-text report: the best distinct configurations, evaluations per state "
         "and per island, evaluations per hour of wall-clock time while the job ran, and each worker's "
-        "utilization (time evaluating / time of the sessions it evaluated in).",
+        "utilization (time evaluating / time of the sessions it evaluated in). For a run with several "
+        "objectives, instead of the best configurations: the Pareto front (the distinct completed "
+        "evaluations no other one dominates) and the hypervolume of the front so far after each tenth of "
+        "the completed evaluations.",
     )
     report.add_argument(
-        "--top", type=_positive_int, default=5, metavar="N", help="how many configurations to list (5)"
+        "--top",
+        type=_positive_int,
+        metavar="N",
+        help="how many configurations to list (5); with several objectives, how many rows of the Pareto "
+        "front at most (20)",
     )
+    _add_reference(report)
     report.add_argument(
         "--html",
         metavar="FILE",
@@ -100,8 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[directory],
         help="write PNG figures of the search",
         description="Write best_loss.png (best loss so far vs. evaluations and vs. time), timeline.png "
-        "(each worker's evaluations over time) and parameters.png (the loss against each parameter).",
+        "(each worker's evaluations over time) and parameters.png (the loss against each parameter). For a "
+        "run with several objectives: front.png (the completed evaluations in objective space, the Pareto "
+        "front highlighted), hypervolume.png (the hypervolume of the front so far vs. evaluations and vs. "
+        "time), timeline.png and parameters.png (the first objective against each parameter, the front "
+        "marked); no best_loss.png.",
     )
+    _add_reference(plot)
     plot.add_argument(
         "-o", "--output-dir", metavar="OUTDIR", type=Path, help="where to write the figures (default: DIR)"
     )
@@ -154,6 +205,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         return _run(args)
+    except UsageError as err:
+        print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
+        return 2
     except (PropulateError, ImportError, OSError) as err:
         # No checkpoint or an unreadable one, a missing optional package, a file that cannot be written.
         print(f"{PROG} {args.command}: error: {err}", file=sys.stderr)
@@ -172,8 +226,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"merged {merged} file(s) into one" if merged else "nothing to merge: one file already")
         return 0
     checkpoint = results.read_checkpoint(args.directory)
+    objectives = checkpoint.config.get("objectives")
     if args.command == "report":
         frame = results.checkpoint_dataframe(checkpoint, include_interrupted=True)
+        _check_reference(args.reference, results.objectives_of(frame, objectives))
         config = checkpoint.config
         notes = [
             f"checkpoint: {checkpoint.directory} ({checkpoint.sessions} session(s))",
@@ -181,13 +237,25 @@ def _run(args: argparse.Namespace) -> int:
             f"{config.get('island_counts')}, {config.get('ranks_per_worker', 1)} rank(s) per worker, "
             f"propulate {config.get('version', '?')}",
         ]
-        sys.stdout.write(results.format_report(frame, args.top, notes=notes))
+        text = results.format_report(
+            frame, args.top, notes=notes, objectives=objectives, reference=args.reference
+        )
+        sys.stdout.write(text)
         if args.html:
             from .html_report import write_html
 
             interim = results.interim_losses(checkpoint.population)
             title = f"propulate report: {checkpoint.directory}"
-            write_html(frame, args.html, interim, title=title, notes=notes, top=max(args.top, 10))
+            write_html(
+                frame,
+                args.html,
+                interim,
+                title=title,
+                notes=notes,
+                top=max(args.top or 5, 10),
+                objectives=objectives,
+                reference=args.reference,
+            )
             print(f"wrote {args.html}")
     elif args.command == "export":
         frame = results.checkpoint_dataframe(checkpoint, include_interrupted=args.include_interrupted)
@@ -202,9 +270,29 @@ def _run(args: argparse.Namespace) -> int:
         from .plotting import save_figures
 
         frame = results.checkpoint_dataframe(checkpoint)
-        for path in save_figures(frame, args.output_dir or args.directory, dpi=args.dpi):
+        _check_reference(args.reference, results.objectives_of(frame, objectives))
+        directory = args.output_dir or args.directory
+        figures = save_figures(
+            frame, directory, dpi=args.dpi, objectives=objectives, reference=args.reference
+        )
+        for path in figures:
             print(f"wrote {path}")
     return 0
+
+
+def _check_reference(reference: Sequence[float] | None, goals: Objectives | None) -> None:
+    """Refuse a ``--reference`` that does not have one number per objective of the run."""
+    if reference is None:
+        return
+    if goals is None:
+        raise UsageError("--reference: the run has one loss; a reference point is for several objectives")
+    if len(reference) != len(goals):
+        from .results import objective_labels
+
+        raise UsageError(
+            f"--reference: expected {len(goals)} numbers, one per objective "
+            f"({', '.join(objective_labels(goals))}), got {len(reference)}"
+        )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,28 @@ sections, each an element with a stable ``id`` holding a plotly figure or a tabl
     The failed evaluations: when, where, the error each failed with (``system_attrs_fail_reason``), and
     with which parameters.
 
+A run with several objectives (:mod:`propulate.objectives`) has the sections of
+:data:`MULTI_OBJECTIVE_SECTIONS`: ``front``, ``front-table`` and ``hypervolume`` instead of ``best-loss``
+and ``top``, the others as above, each objective named with its direction (``error (min)``) and its values
+as the loss function returned them:
+
+``front``
+    The completed evaluations in objective space, the Pareto front highlighted (two objectives: joined by
+    the staircase that bounds what they dominate; three or more: a scatter matrix of every pair).
+``front-table``
+    The Pareto front (:func:`propulate.fronts.pareto_front_rows`): distinct non-dominated completed
+    evaluations with their metrics, where they were bred and their parameters, sorted by the first
+    objective, at most :data:`MAX_FRONT_ROWS` of them.
+``hypervolume``
+    The hypervolume of the front so far against completed evaluations and time, and a table of it after
+    each tenth of the completed evaluations (:func:`propulate.fronts.hypervolume_history`), with the
+    reference point: the one given, or 10 % of each objective's range beyond its worst completed value.
+``parallel``
+    The objectives are axes too; lines are colored by Pareto rank among the lines shown (0: on the front;
+    the front's lines are always shown, up to a fifth of :data:`MAX_LINES`).
+``parameters``, ``timeline``, ``interim``
+    The first objective stands in for the loss.
+
 Figures with many points are thinned to at most :data:`MAX_POINTS` per figure and the parallel coordinates
 to :data:`MAX_LINES` lines (the best evaluations always kept, the rest a seeded random choice, so the file
 is the same every time it is built from the same checkpoint) and drawn with WebGL (``Scattergl``): the
@@ -43,13 +65,36 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .plotting import _category_codes, _running_clock
-from .results import best, configuration_table, metric_columns, status_counts, time_unit
+from .objectives import pareto_ranks
+from .plotting import _category_codes, _running_clock, _staircase
+from .results import (
+    best,
+    configuration_table,
+    hypervolume_history,
+    metric_columns,
+    minimized,
+    non_dominated,
+    objective_labels,
+    objectives_of,
+    pareto_front_rows,
+    status_counts,
+    time_unit,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["MAX_LINES", "MAX_POINTS", "SECTIONS", "build_html", "write_html"]
+    from .objectives import Objectives
+
+__all__ = [
+    "MAX_FRONT_ROWS",
+    "MAX_LINES",
+    "MAX_POINTS",
+    "MULTI_OBJECTIVE_SECTIONS",
+    "SECTIONS",
+    "build_html",
+    "write_html",
+]
 
 #: Most points (or lines, or timeline segments) drawn in one figure.
 MAX_POINTS = 10_000
@@ -59,12 +104,26 @@ MAX_LINES = 1_000
 #: Most interim-loss curves drawn, and most failures listed.
 MAX_CURVES = 2_000
 MAX_FAILURES = 200
+#: Most rows of the Pareto front listed.
+MAX_FRONT_ROWS = 200
 #: Section ids, in the order of the page, with their headings.
 SECTIONS = {
     "best-loss": "Best loss so far",
     "top": "Top configurations",
     "parallel": "Parameters of the completed evaluations",
     "parameters": "Loss against each parameter",
+    "timeline": "Worker timeline",
+    "migration": "Migration between islands",
+    "interim": "Interim losses",
+    "failures": "Failures",
+}
+#: The sections of a run with several objectives.
+MULTI_OBJECTIVE_SECTIONS = {
+    "front": "Pareto front",
+    "front-table": "Configurations on the Pareto front",
+    "hypervolume": "Hypervolume of the Pareto front so far",
+    "parallel": "Parameters and objectives of the completed evaluations",
+    "parameters": "The first objective against each parameter",
     "timeline": "Worker timeline",
     "migration": "Migration between islands",
     "interim": "Interim losses",
@@ -202,14 +261,17 @@ def _axis_values(
     return values.to_numpy(dtype=np.float64), {"log": isinstance(domain, dict) and bool(domain.get("log"))}
 
 
-def _parallel(frame: pd.DataFrame, go: Any) -> str:
+def _parallel(frame: pd.DataFrame, go: Any, goals: Objectives | None = None) -> str:
     complete = frame.index[frame["state"] == "COMPLETE"].to_numpy()
     fig = go.Figure()
     params = [c for c in frame.columns if c.startswith("params_")]
     if not len(complete) or not params:
         _message(fig, "no completed evaluation")
         return _figure_html(fig, "parallel")
-    losses = frame["value"].to_numpy(dtype=np.float64)[complete]
+    if goals is None:
+        losses = frame["value"].to_numpy(dtype=np.float64)[complete]
+    else:  # the front first: 0 on it, 1 off it
+        losses = (~non_dominated(minimized(frame.iloc[complete], goals))).astype(np.float64)
     best = np.argsort(losses, kind="stable")[: MAX_LINES // 5]
     rows = complete[_thin(len(complete), keep_first=best, limit=MAX_LINES)]
     space = frame.attrs.get("search_space", {})
@@ -227,21 +289,32 @@ def _parallel(frame: pd.DataFrame, go: Any) -> str:
             dimensions.append({"label": f"{label} (log)", "values": np.log10(values), **ticks})
         else:
             dimensions.append({"label": label, "values": values})
-    shown = frame["value"].to_numpy(dtype=np.float64)[rows]
-    dimensions.append({"label": "loss", "values": shown})
+    if goals is None:
+        shown = frame["value"].to_numpy(dtype=np.float64)[rows]
+        dimensions.append({"label": "loss", "values": shown})
+        color = "loss"
+    else:
+        for label, i in zip(objective_labels(goals), range(len(goals)), strict=True):
+            dimensions.append(
+                {"label": label, "values": frame[f"values_{i}"].to_numpy(dtype=np.float64)[rows]}
+            )
+        # Ranked among the lines shown, which hold the front (unless it has more than MAX_LINES // 5 rows).
+        shown = pareto_ranks(minimized(frame.iloc[rows], goals)).astype(np.float64)
+        color = "Pareto rank"
     # Colors up to the 90th percentile: a few very bad runs would wash out the rest.
     line = {"color": shown, "colorscale": "Viridis_r", "cmin": float(shown.min())}
     line |= {
-        "cmax": float(np.percentile(shown, 90)),
+        "cmax": max(float(np.percentile(shown, 90)), float(shown.min()) + (goals is not None)),
         "showscale": True,
-        "colorbar": {"title": {"text": "loss"}},
+        "colorbar": {"title": {"text": color}},
     }
     fig.add_trace(go.Parcoords(line=line, dimensions=dimensions))
     fig.update_layout(height=450)
     return _figure_html(fig, "parallel")
 
 
-def _parameters(frame: pd.DataFrame, go: Any) -> str:
+def _parameters(frame: pd.DataFrame, go: Any, loss: tuple[np.ndarray, np.ndarray, str] | None = None) -> str:
+    """Return the loss against each parameter; ``loss``: the values shown, minimized, and their name."""
     from plotly.subplots import make_subplots
 
     params = [c for c in frame.columns if c.startswith("params_")]
@@ -250,12 +323,15 @@ def _parameters(frame: pd.DataFrame, go: Any) -> str:
     names = [c[len("params_") :] for c in params]
     fig = make_subplots(rows=nrows, cols=ncols, shared_yaxes=True, subplot_titles=names or None)
     states = frame["state"].to_numpy()
-    losses = frame["value"].to_numpy(dtype=np.float64)
+    if loss is None:
+        value = frame["value"].to_numpy(dtype=np.float64)
+        loss = (value, value, "loss")
+    losses, key, name = loss
     finished = np.flatnonzero(np.isin(states, ("COMPLETE", "PRUNED")))
     if not len(finished) or not params:
         _message(fig, "no loss to show")
         return _figure_html(fig, "parameters")
-    rows = finished[_thin(len(finished), keep_first=np.argsort(losses[finished])[: MAX_POINTS // 10])]
+    rows = finished[_thin(len(finished), keep_first=np.argsort(key[finished])[: MAX_POINTS // 10])]
     jitter = np.random.default_rng(0).uniform(-0.2, 0.2, size=len(rows))
     space = frame.attrs.get("search_space", {})
     for k, column in enumerate(params):
@@ -285,7 +361,7 @@ def _parameters(frame: pd.DataFrame, go: Any) -> str:
             )
         elif how["log"]:
             fig.update_xaxes(type="log", row=row, col=col)
-    fig.update_yaxes(title_text="loss", col=1)
+    fig.update_yaxes(title_text=name, col=1)
     finite = losses[np.isfinite(losses)]
     if finite.min() > 0 and finite.max() > 10 * finite.min():
         fig.update_yaxes(type="log")
@@ -293,7 +369,8 @@ def _parameters(frame: pd.DataFrame, go: Any) -> str:
     return _figure_html(fig, "parameters")
 
 
-def _timeline(frame: pd.DataFrame, go: Any) -> str:
+def _timeline(frame: pd.DataFrame, go: Any, loss: tuple[np.ndarray, str] | None = None) -> str:
+    """Each worker's evaluations; ``loss``: the values to show on hovering, and their name."""
     start, end, _ = _running_clock(frame)
     fig = go.Figure()
     done = np.flatnonzero(~np.isnan(end))
@@ -313,7 +390,8 @@ def _timeline(frame: pd.DataFrame, go: Any) -> str:
     scale, unit = time_unit(float(end[done].max()))
     states = frame["state"].to_numpy()[done]
     numbers = frame["number"].to_numpy()[done]
-    losses = frame["value"].to_numpy(dtype=np.float64)[done]
+    values, name = loss or (frame["value"].to_numpy(dtype=np.float64), "loss")
+    losses = values[done]
     for state in ("COMPLETE", "PRUNED", "FAIL"):
         for shade, colors in ((0, COLORS), (1, LIGHT)):
             chosen = np.flatnonzero((states == state) & (parity == shade))
@@ -336,7 +414,7 @@ def _timeline(frame: pd.DataFrame, go: Any) -> str:
                     legendgroup=state,
                     showlegend=shade == 0 or not (parity[states == state] == 0).any(),
                     hovertemplate=f"evaluation %{{customdata[0]}}: {LABELS[state]}, "
-                    "loss %{customdata[1]:.6g}"
+                    f"{name} %{{customdata[1]:.6g}}"
                     "<extra></extra>",
                 )
             )
@@ -386,13 +464,15 @@ def _migration(frame: pd.DataFrame, go: Any) -> tuple[str, str]:
     return note, _figure_html(fig, "migration")
 
 
-def _interim(frame: pd.DataFrame, interim: pd.DataFrame | None, go: Any) -> tuple[str, str]:
+def _interim(
+    frame: pd.DataFrame, interim: pd.DataFrame | None, go: Any, key: np.ndarray | None = None
+) -> tuple[str, str]:
+    """Return the interim losses; the best runs by ``key`` (default: the value) are always shown."""
     fig = go.Figure()
     curves = None
     if interim is not None and len(interim):
-        curves = interim.merge(frame[["uid", "number", "state", "value"]], on="uid").sort_values(
-            ["number", "step"]
-        )
+        ranked = frame[["uid", "number", "state"]].assign(value=frame["value"] if key is None else key)
+        curves = interim.merge(ranked, on="uid").sort_values(["number", "step"])
     if curves is None or not len(curves):
         _message(fig, "no interim losses in this checkpoint")
         note = (
@@ -476,14 +556,180 @@ def _failures(frame: pd.DataFrame) -> str:
     return f"<p>{len(failed):,} failed evaluation(s){more}. {where}</p>" + _table(shown)
 
 
+def _front(frame: pd.DataFrame, goals: Objectives, go: Any) -> str:
+    complete = frame.loc[frame["state"] == "COMPLETE"]
+    labels = objective_labels(goals)
+    values = complete[[f"values_{i}" for i in range(len(goals))]].to_numpy(dtype=np.float64)
+    front = complete.index.get_indexer(pareto_front_rows(frame, goals).index)
+    numbers = complete["number"].to_numpy()
+    fig = go.Figure()
+    if not len(values):
+        _message(fig, "no completed evaluation")
+        return _figure_html(fig, "front")
+    shown = _thin(len(values), keep_first=front)
+    others = np.setdiff1d(shown, front)
+    front = front[np.isin(front, shown)]  # all of it, unless it has more than MAX_POINTS points
+    hover = "evaluation %{customdata}<extra></extra>"
+    if len(goals) == 1:
+        for rows, name, marker in (
+            (others, "completed", {"color": COLORS["COMPLETE"], "size": 4, "opacity": 0.5}),
+            (front, "Pareto front", {"color": "gold", "size": 9, "line": {"color": "black", "width": 1}}),
+        ):
+            fig.add_trace(
+                go.Scattergl(
+                    x=numbers[rows],
+                    y=values[rows, 0],
+                    customdata=numbers[rows],
+                    mode="markers",
+                    marker=marker,
+                    name=name,
+                    hovertemplate=hover,
+                )
+            )
+        fig.update_xaxes(title_text="evaluation (number: in order of start)")
+        fig.update_yaxes(title_text=labels[0])
+    elif len(goals) == 2:
+        fig.add_trace(
+            go.Scattergl(
+                x=values[others, 0],
+                y=values[others, 1],
+                customdata=numbers[others],
+                mode="markers",
+                marker={"color": COLORS["COMPLETE"], "size": 4, "opacity": 0.5},
+                name="completed",
+                hovertemplate=hover,
+            )
+        )
+        line = _staircase(values[front])
+        fig.add_trace(
+            go.Scatter(
+                x=line[:, 0],
+                y=line[:, 1],
+                mode="lines",
+                line={"color": "black", "width": 1.5},
+                name="bound of what the front dominates",
+                hoverinfo="skip",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=values[front, 0],
+                y=values[front, 1],
+                customdata=numbers[front],
+                mode="markers",
+                marker={"color": "gold", "size": 9, "line": {"color": "black", "width": 1}},
+                name="Pareto front",
+                hovertemplate=hover,
+            )
+        )
+        fig.update_xaxes(title_text=labels[0])
+        fig.update_yaxes(title_text=labels[1])
+    else:
+        for rows, name, marker in (
+            (others, "completed", {"color": COLORS["COMPLETE"], "size": 3, "opacity": 0.5}),
+            (front, "Pareto front", {"color": "gold", "size": 7, "line": {"color": "black", "width": 1}}),
+        ):
+            dimensions = [{"label": label, "values": values[rows, i]} for i, label in enumerate(labels)]
+            fig.add_trace(
+                go.Splom(
+                    dimensions=dimensions,
+                    customdata=numbers[rows],
+                    marker=marker,
+                    name=name,
+                    diagonal={"visible": False},
+                    showupperhalf=False,
+                    hovertemplate=hover,
+                )
+            )
+    fig.update_layout(height=max(450, 220 * len(goals)) if len(goals) > 2 else 500)
+    return _figure_html(fig, "front")
+
+
+def _front_table(frame: pd.DataFrame, goals: Objectives) -> str:
+    front = pareto_front_rows(frame, goals)
+    complete = int((frame["state"] == "COMPLETE").sum())
+    if not len(front):
+        return "<p>No evaluation completed.</p>"
+    shown = front.head(MAX_FRONT_ROWS)
+    metrics = [c for c in metric_columns(frame) if shown[c].notna().any()]
+    table = configuration_table(frame, shown, metrics, goals)
+    more = f"; the first {MAX_FRONT_ROWS} listed" if len(front) > MAX_FRONT_ROWS else ""
+    note = (
+        f"{len(front):,} distinct configuration(s) of {complete:,} completed evaluations that no other "
+        f"completed evaluation dominates, sorted by {objective_labels(goals)[0]}, best first{more}."
+    )
+    return f'<p class="note">{html.escape(note)}</p>' + _table(table)
+
+
+def _hypervolume(
+    frame: pd.DataFrame, goals: Objectives, reference: Sequence[float] | None, go: Any
+) -> tuple[str, pd.DataFrame]:
+    """Return the hypervolume section's body and the history it tabulates (at 10 points of the run)."""
+    from plotly.subplots import make_subplots
+
+    labels = objective_labels(goals)
+    complete = int((frame["state"] == "COMPLETE").sum())
+    table = hypervolume_history(frame, goals, reference)
+    curve = hypervolume_history(
+        frame, goals, reference, points=None if complete <= MAX_POINTS else MAX_POINTS
+    )
+    ref = goals.values(table.attrs["reference"])
+    where = ", ".join(f"{label} {value:.6g}" for label, value in zip(labels, ref, strict=True))
+    rule = (
+        "given"
+        if reference is not None
+        else "by default 10 % of each objective's range beyond its worst completed value"
+    )
+    note = (
+        f"The hypervolume of the front of the completed evaluations so far, in the order they completed, "
+        f"up to the reference point {where} ({rule}); higher is better."
+    )
+    fig = make_subplots(
+        rows=1, cols=2, shared_yaxes=True, subplot_titles=("against evaluations", "against time")
+    )
+    if not len(curve):
+        _message(fig, "no completed evaluation")
+        return f'<p class="note">{html.escape(note)}</p>' + _figure_html(fig, "hypervolume"), table
+    _, end, _ = _running_clock(frame)
+    scale, unit = time_unit(float(np.nanmax(end)))
+    at = end[frame.index.get_indexer(curve["number"])] / scale
+    for col, x in ((1, curve["completed"].to_numpy()), (2, at)):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=curve["hypervolume"].to_numpy(),
+                mode="lines",
+                line={"shape": "hv", "color": "black"},
+                name="hypervolume of the front so far",
+                showlegend=False,
+            ),
+            row=1,
+            col=col,
+        )
+    fig.update_xaxes(title_text="completed evaluations (in order of completion)", row=1, col=1)
+    fig.update_xaxes(title_text=f"wall-clock time while running [{unit}]", row=1, col=2)
+    fig.update_yaxes(title_text="hypervolume", row=1, col=1)
+    fig.update_layout(height=450)
+    shown = table.assign(datetime_complete=table["datetime_complete"].dt.strftime("%Y-%m-%d %H:%M:%S"))
+    shown = shown[["completed", "datetime_complete", "front_size", "hypervolume"]]
+    shown.columns = ["completed", "at (UTC)", "front size", "hypervolume"]
+    body = f'<p class="note">{html.escape(note)}</p>' + _figure_html(fig, "hypervolume") + _table(shown)
+    return body, table
+
+
 def build_html(
     frame: pd.DataFrame,
     interim: pd.DataFrame | None = None,
     title: str = "propulate report",
     notes: Sequence[str] = (),
     top: int = 10,
+    objectives: Any = None,
+    reference: Sequence[float] | None = None,
 ) -> str:
     """Return the report as one self-contained HTML document.
+
+    For a run with several objectives, the sections of :data:`MULTI_OBJECTIVE_SECTIONS` (see the module
+    docstring): the Pareto front as a figure and a table, and the hypervolume of the front so far.
 
     Parameters
     ----------
@@ -496,7 +742,13 @@ def build_html(
     notes : sequence of str
         Lines to show under the title (e.g. the run's configuration).
     top : int >= 1
-        How many of the best distinct configurations to list.
+        How many of the best distinct configurations to list (with several objectives, unused: the front
+        table lists up to :data:`MAX_FRONT_ROWS` rows).
+    objectives : optional
+        The run's objectives, for their names and directions (see :func:`propulate.fronts.objectives_of`).
+    reference : sequence of float, optional
+        The hypervolume's reference point, one number per objective in its own direction (default: 10 % of
+        each objective's range beyond its worst completed value, :func:`propulate.fronts.reference_point`).
 
     Returns
     -------
@@ -508,28 +760,55 @@ def build_html(
     ImportError
         If plotly or pandas is not installed.
     ValueError
-        If ``top`` is not a positive integer.
+        If ``top`` is not a positive integer, or ``reference`` is not one finite number per objective.
     """
     go = _plotly()
     from plotly.offline import get_plotlyjs
 
-    top_table = configuration_table(frame, best(frame, top), metric_columns(frame))
+    goals = objectives_of(frame, objectives)
     counts = status_counts(frame)
     summary = ", ".join(f"{int(n):,} {state}" for state, n in counts.items() if n)
     migration_note, migration = _migration(frame, go)
-    interim_note, interim_plot = _interim(frame, interim, go)
-    bodies = {
-        "best-loss": _best_loss(frame, go),
-        "top": _table(top_table) if len(top_table) else "<p>No evaluation completed.</p>",
-        "parallel": _parallel(frame, go),
-        "parameters": _parameters(frame, go),
-        "timeline": _timeline(frame, go),
+    data: dict[str, Any] = {"evaluations": len(frame), "states": {k: int(v) for k, v in counts.items()}}
+    if goals is None:
+        top_table = configuration_table(frame, best(frame, top), metric_columns(frame))
+        interim_note, interim_plot = _interim(frame, interim, go)
+        headings = SECTIONS
+        bodies = {
+            "best-loss": _best_loss(frame, go),
+            "top": _table(top_table) if len(top_table) else "<p>No evaluation completed.</p>",
+            "parallel": _parallel(frame, go),
+            "parameters": _parameters(frame, go),
+            "timeline": _timeline(frame, go),
+        }
+    else:
+        first = frame["values_0"].to_numpy(dtype=np.float64)
+        key = first * goals.signs[0]
+        label = objective_labels(goals)[0]
+        interim_note, interim_plot = _interim(frame, interim, go, key)
+        hypervolume, history = _hypervolume(frame, goals, reference, go)
+        headings = MULTI_OBJECTIVE_SECTIONS
+        bodies = {
+            "front": _front(frame, goals, go),
+            "front-table": _front_table(frame, goals),
+            "hypervolume": hypervolume,
+            "parallel": _parallel(frame, go, goals),
+            "parameters": _parameters(frame, go, (first, key, label)),
+            "timeline": _timeline(frame, go, (first, label)),
+        }
+        data |= {
+            "objectives": objective_labels(goals),
+            "front": int(history["front_size"].iloc[-1]) if len(history) else 0,
+            "hypervolume": float(history["hypervolume"].iloc[-1]) if len(history) else 0.0,
+            "reference": list(goals.values(history.attrs["reference"])),
+        }
+    bodies |= {
         "migration": f'<p class="note">{html.escape(migration_note)}</p>{migration}',
         "interim": f'<p class="note">{html.escape(interim_note)}</p>{interim_plot}',
         "failures": _failures(frame),
     }
     sections = "\n".join(
-        f'<section id="{key}"><h2>{html.escape(SECTIONS[key])}</h2>\n{body}\n</section>'
+        f'<section id="{key}"><h2>{html.escape(headings[key])}</h2>\n{body}\n</section>'
         for key, body in bodies.items()
     )
     lines = "".join(f"<p class='note'>{html.escape(line)}</p>" for line in notes)
@@ -541,7 +820,7 @@ def build_html(
         f"<script type='text/javascript'>{plotly_js}</script>\n</head>\n<body>\n"
         f"<h1>{html.escape(title)}</h1>\n{lines}<p>{len(frame):,} evaluations: {html.escape(summary)}</p>\n"
         f"{sections}\n<script type='application/json' id='report-data'>"
-        f"{json.dumps({'evaluations': len(frame), 'states': {k: int(v) for k, v in counts.items()}})}"
+        f"{json.dumps(data)}"
         "</script>\n</body>\n</html>\n"
     )
 

@@ -6,6 +6,12 @@
   worker was available (idle time shows as the gaps);
 - :func:`plot_parameters`: the loss against each parameter.
 
+For a run with several objectives (:mod:`propulate.objectives`), :func:`save_figures` writes
+:data:`MULTI_OBJECTIVE_FIGURES` instead: :func:`plot_front` (the completed evaluations in objective space,
+the Pareto front highlighted) and :func:`plot_hypervolume` (the hypervolume of the front so far) take the
+place of :func:`plot_best_loss`, which has no single loss to show; :func:`plot_timeline` is the same, and
+:func:`plot_parameters` shows the first objective, named as such, with the front's evaluations marked.
+
 Time axes show wall-clock time *while running*: the sessions of a resumed run are put end to end (the time
 the job was not running between them is left out) and dotted lines mark where a session began.
 
@@ -17,12 +23,22 @@ window or changes matplotlib's global state; :func:`save_figures` writes them as
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .results import _pandas, session_spans, time_unit, utilization
+from .results import (
+    _pandas,
+    hypervolume_history,
+    objective_labels,
+    objectives_of,
+    pareto_front_rows,
+    session_spans,
+    time_unit,
+    utilization,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -30,7 +46,18 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["FIGURES", "plot_best_loss", "plot_parameters", "plot_timeline", "save_figures"]
+    from .objectives import Objectives
+
+__all__ = [
+    "FIGURES",
+    "MULTI_OBJECTIVE_FIGURES",
+    "plot_best_loss",
+    "plot_front",
+    "plot_hypervolume",
+    "plot_parameters",
+    "plot_timeline",
+    "save_figures",
+]
 
 # One color per finished state, from matplotlib's default cycle.
 COLORS = {"COMPLETE": "tab:blue", "PRUNED": "tab:orange", "FAIL": "tab:red"}
@@ -124,7 +151,15 @@ def plot_best_loss(frame: pd.DataFrame) -> Figure:
     ------
     ImportError
         If matplotlib is not installed.
+    ValueError
+        If the frame is of a run with several objectives (:func:`plot_front` and :func:`plot_hypervolume`
+        show its progress).
     """
+    if objectives_of(frame) is not None:
+        raise ValueError(
+            "frame: a run with several objectives has no single loss; plot_front and plot_hypervolume show "
+            "its progress"
+        )
     fig = _figure(11.0, 4.5)
     by_count, by_time = fig.subplots(1, 2, sharey=True)
     _, end, offsets = _running_clock(frame)
@@ -260,7 +295,7 @@ def _category_codes(values: pd.Series, domain: Any) -> tuple[np.ndarray, list[An
     return codes, choices
 
 
-def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
+def plot_parameters(frame: pd.DataFrame, seed: int = 0, objectives: Any = None) -> Figure:
     """Return the figure of the loss against each parameter, one panel per parameter.
 
     Numeric parameters on a logarithmic axis when the search space declares them on a log scale
@@ -269,7 +304,9 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
     decades, else on a linear one; categorical parameters as categories in the order of their choices,
     the points spread sideways so that they do not hide each other, as are integer parameters (by up to a
     fifth of their step). Failed evaluations (no loss) are
-    marked along the bottom edge; a star marks the best.
+    marked along the bottom edge; a star marks the best. With several objectives: the first objective as
+    the loss function returned it, named with its direction (``error (min), the first objective``), and a
+    star on each evaluation of the Pareto front (:func:`propulate.fronts.pareto_front_rows`).
 
     Parameters
     ----------
@@ -277,6 +314,8 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
         What :func:`propulate.results.to_dataframe` returned.
     seed : int
         Seed of the sideways spread of categorical points (the figure is reproducible).
+    objectives : optional
+        The run's objectives, for their names and directions (see :func:`propulate.fronts.objectives_of`).
 
     Raises
     ------
@@ -293,9 +332,20 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
     axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False, sharey=True)).ravel()
     rng = np.random.default_rng(seed)
     states = frame["state"].to_numpy()
-    losses = frame["value"].to_numpy(dtype=np.float64)
     complete = states == "COMPLETE"
-    best = int(np.nanargmin(np.where(complete, losses, np.nan))) if complete.any() else -1
+    goals = objectives_of(frame, objectives)
+    if goals is None:
+        losses = frame["value"].to_numpy(dtype=np.float64)
+        best = int(np.nanargmin(np.where(complete, losses, np.nan))) if complete.any() else -1
+        marked = np.array([best] if best >= 0 else [], dtype=np.int64)
+        mark = {"s": 160, "label": f"best (loss {losses[best]:.4g})" if best >= 0 else ""}
+        ylabel, what = "loss (lower is better)", "Loss"
+    else:
+        losses = frame["values_0"].to_numpy(dtype=np.float64)
+        marked = frame.index.get_indexer(pareto_front_rows(frame, goals).index)
+        mark = {"s": 70, "label": f"Pareto front ({len(marked)})"}
+        ylabel = f"{objective_labels(goals)[0]}, the first objective"
+        what = f"{goals.names[0]} (the first of {len(goals)} objectives)"
     declared = frame.attrs.get("search_space", {})
     for ax, column in zip(axes, params, strict=False):
         values = frame[column]
@@ -341,9 +391,8 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
                 transform=ax.get_xaxis_transform(),
                 label=LABELS["FAIL"],
             )
-        if best >= 0:
-            label = f"best (loss {losses[best]:.4g})"
-            ax.scatter(x[best], losses[best], marker="*", s=160, color="gold", edgecolor="black", label=label)
+        if len(marked):
+            ax.scatter(x[marked], losses[marked], marker="*", color="gold", edgecolor="black", **mark)
         ax.set_xlabel(column[len("params_") :])
         ax.grid(True, alpha=0.3)
         # Room along the bottom edge for the strip of failed evaluations.
@@ -351,7 +400,7 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
     for ax in axes[len(params) :]:
         ax.set_visible(False)
     for ax in axes[::ncols]:
-        ax.set_ylabel("loss (lower is better)")
+        ax.set_ylabel(ylabel)
     _loss_scale(axes[0], losses[complete])
     if not np.isfinite(losses).any():
         axes[0].set_yticks([])  # shared by every panel
@@ -360,8 +409,161 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0) -> Figure:
     if params:
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside lower center", ncols=len(handles))
-    fig.suptitle(f"Loss against each parameter ({int(np.isin(states, list(LABELS)).sum()):,} evaluations)")
+    fig.suptitle(f"{what} against each parameter ({int(np.isin(states, list(LABELS)).sum()):,} evaluations)")
     return fig
+
+
+def _front_points(frame: pd.DataFrame, goals: Objectives) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the completed evaluations' numbers, objective values as returned, shape (n, M), and the front.
+
+    The front's rows index the arrays, best first in the first objective.
+    """
+    complete = frame.loc[frame["state"] == "COMPLETE"]
+    values = complete[[f"values_{i}" for i in range(len(goals))]].to_numpy(dtype=np.float64)
+    front = complete.index.get_indexer(pareto_front_rows(frame, goals).index)
+    return complete["number"].to_numpy(dtype=np.float64), values, front
+
+
+def _staircase(points: np.ndarray) -> np.ndarray:
+    """Return the corners of the boundary of what a 2-objective front dominates, front points included.
+
+    ``points`` are the front, best first in the first objective (so worst first in the second): from each
+    point the boundary runs parallel to the first objective's axis, to the next point's value, then
+    parallel to the second's, to the next point.
+    """
+    if len(points) < 2:
+        return points
+    corners = np.column_stack((points[1:, 0], points[:-1, 1]))
+    return np.concatenate([np.stack((points[:-1], corners), axis=1).reshape(-1, 2), points[-1:]])
+
+
+def plot_front(frame: pd.DataFrame, objectives: Any = None) -> Figure:
+    """Return the figure of the completed evaluations in objective space, the Pareto front highlighted.
+
+    Values as the loss function returned them, each axis named with its objective's direction (``error
+    (min)``); the front is :func:`propulate.fronts.pareto_front_rows`. Two objectives: one scatter of every
+    completed evaluation, the front's points highlighted and joined by the staircase that bounds what they
+    dominate. Three or more: one panel per pair of objectives, each a projection of the same points (a
+    front point may look dominated in a projection). One objective: its values against the evaluations'
+    ``number``.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        What :func:`propulate.results.to_dataframe` returned for a run with several objectives.
+    objectives : optional
+        The run's objectives, for their names and directions (see :func:`propulate.fronts.objectives_of`).
+
+    Raises
+    ------
+    ValueError
+        If the frame is of a run with one loss.
+    ImportError
+        If matplotlib is not installed.
+    """
+    goals = _goals(frame, objectives)
+    labels = objective_labels(goals)
+    numbers, values, front = _front_points(frame, goals)
+    pairs = [(i, j) for i in range(len(goals)) for j in range(i + 1, len(goals))] or [(-1, 0)]
+    ncols = min(3, len(pairs))
+    nrows = math.ceil(len(pairs) / ncols)
+    fig = _figure(6.5 if len(pairs) == 1 else 4.2 * ncols, (5.0 if len(pairs) == 1 else 3.6 * nrows) + 0.6)
+    axes = np.atleast_1d(fig.subplots(nrows, ncols, squeeze=False)).ravel()
+    others = np.setdiff1d(np.arange(len(values)), front)
+    for ax, (i, j) in zip(axes, pairs, strict=False):
+        x = numbers if i < 0 else values[:, i]
+        ax.scatter(
+            x[others], values[others, j], color=COLORS["COMPLETE"], label="completed", **_dots(len(values))
+        )
+        if len(front) and len(pairs) == 1 and i >= 0:
+            line = _staircase(values[front][:, [i, j]])
+            label = "bound of what the front dominates"
+            ax.plot(line[:, 0], line[:, 1], color="black", linewidth=1.2, label=label)
+        if len(front):
+            ax.scatter(
+                x[front],
+                values[front, j],
+                s=36,
+                color="gold",
+                edgecolor="black",
+                zorder=3,
+                label="Pareto front",
+            )
+        ax.set_xlabel("evaluation (number: in order of start)" if i < 0 else labels[i])
+        ax.set_ylabel(labels[j])
+        ax.grid(True, alpha=0.3)
+        if not len(values):
+            ax.set_xticks([])
+            ax.set_yticks([])
+            ax.text(0.5, 0.5, "no completed evaluation", transform=ax.transAxes, ha="center", va="center")
+    for ax in axes[len(pairs) :]:
+        ax.set_visible(False)
+    if len(values):
+        handles, names = axes[0].get_legend_handles_labels()
+        fig.legend(handles, names, loc="outside lower center", ncols=len(handles))
+    projections = "; each panel a projection" if len(pairs) > 1 else ""
+    fig.suptitle(
+        f"Pareto front: {len(front):,} of {len(values):,} completed evaluations non-dominated{projections}"
+    )
+    return fig
+
+
+def plot_hypervolume(
+    frame: pd.DataFrame, objectives: Any = None, reference: Sequence[float] | None = None
+) -> Figure:
+    """Return the figure of the hypervolume of the Pareto front so far, against evaluations and time.
+
+    The hypervolume (:func:`propulate.fronts.hypervolume_history`) after every completed evaluation, in
+    the order they completed, or after each of 1,000 evenly spaced numbers of them when there are more,
+    drawn as a step line; time is wall-clock time while running, as in :func:`plot_best_loss`. The
+    reference point is stated in the title: ``reference`` (one number per objective in its own direction)
+    or by default 10 % of each objective's range beyond its worst completed value
+    (:func:`propulate.fronts.reference_point`).
+
+    Raises
+    ------
+    ValueError
+        If the frame is of a run with one loss, or ``reference`` is not one finite number per objective.
+    ImportError
+        If matplotlib is not installed.
+    """
+    goals = _goals(frame, objectives)
+    completed = int((frame["state"] == "COMPLETE").sum())
+    history = hypervolume_history(frame, goals, reference, points=None if completed <= 1000 else 1000)
+    _, end, offsets = _running_clock(frame)
+    at = end[frame.index.get_indexer(history["number"])]
+    scale, unit = time_unit(float(np.nanmax(end)) if np.isfinite(end).any() else 0.0)
+    fig = _figure(11.0, 4.5)
+    by_count, by_time = fig.subplots(1, 2, sharey=True)
+    volume = history["hypervolume"].to_numpy()
+    for ax, x in ((by_count, history["completed"].to_numpy()), (by_time, at / scale)):
+        ax.step(
+            x, volume, where="post", color="black", linewidth=1.8, label="hypervolume of the front so far"
+        )
+        ax.grid(True, alpha=0.3)
+        if not len(history):
+            _nothing_to_draw(ax, "no completed evaluation")
+    by_count.set_xlabel("completed evaluations (in order of completion)")
+    by_count.set_ylabel("hypervolume (higher is better)")
+    by_count.set_title("Hypervolume vs. evaluations")
+    _mark_sessions(by_time, offsets, scale)
+    by_time.set_xlabel(f"wall-clock time while running [{unit}]")
+    by_time.set_title("Hypervolume vs. time")
+    ref = goals.values(history.attrs["reference"])
+    where = ", ".join(
+        f"{label} {value:.4g}" for label, value in zip(objective_labels(goals), ref, strict=True)
+    )
+    rule = "" if reference is not None else " (10 % of each range beyond the worst completed value)"
+    final = f"final {volume[-1]:.6g}" if len(volume) else "no completed evaluation"
+    fig.suptitle(f"Hypervolume of the Pareto front so far: {final}\nreference point {where}{rule}")
+    return fig
+
+
+def _goals(frame: pd.DataFrame, objectives: Any) -> Objectives:
+    goals = objectives_of(frame, objectives)
+    if goals is None:
+        raise ValueError("frame: a run with one loss; the Pareto front needs several objectives")
+    return goals
 
 
 #: The figures :func:`save_figures` writes: file name -> function drawing it.
@@ -370,10 +572,25 @@ FIGURES = {
     "timeline.png": plot_timeline,
     "parameters.png": plot_parameters,
 }
+#: The figures :func:`save_figures` writes for a run with several objectives.
+MULTI_OBJECTIVE_FIGURES = {
+    "front.png": plot_front,
+    "hypervolume.png": plot_hypervolume,
+    "timeline.png": plot_timeline,
+    "parameters.png": plot_parameters,
+}
 
 
-def save_figures(frame: pd.DataFrame, directory: str | Path, dpi: int = 120) -> list[Path]:
+def save_figures(
+    frame: pd.DataFrame,
+    directory: str | Path,
+    dpi: int = 120,
+    objectives: Any = None,
+    reference: Sequence[float] | None = None,
+) -> list[Path]:
     """Write every figure of :data:`FIGURES` as a PNG file into ``directory`` (created if missing).
+
+    For a run with several objectives, the figures of :data:`MULTI_OBJECTIVE_FIGURES` instead.
 
     Parameters
     ----------
@@ -383,6 +600,10 @@ def save_figures(frame: pd.DataFrame, directory: str | Path, dpi: int = 120) -> 
         Where to write.
     dpi : int >= 1
         Resolution in dots per inch.
+    objectives : optional
+        The run's objectives, for their names and directions (see :func:`propulate.fronts.objectives_of`).
+    reference : sequence of float, optional
+        The hypervolume's reference point (see :func:`plot_hypervolume`).
 
     Returns
     -------
@@ -392,17 +613,27 @@ def save_figures(frame: pd.DataFrame, directory: str | Path, dpi: int = 120) -> 
     Raises
     ------
     ValueError
-        If ``dpi`` is not a positive integer.
+        If ``dpi`` is not a positive integer, or ``reference`` is not one finite number per objective.
     ImportError
         If matplotlib is not installed.
     """
     if isinstance(dpi, bool) or not isinstance(dpi, int) or dpi < 1:
         raise ValueError(f"dpi: expected a positive integer, got {dpi!r}")
+    goals = objectives_of(frame, objectives)
+    if goals is None:
+        figures = {name: draw(frame) for name, draw in FIGURES.items()}
+    else:
+        figures = {
+            "front.png": plot_front(frame, goals),
+            "hypervolume.png": plot_hypervolume(frame, goals, reference),
+            "timeline.png": plot_timeline(frame),
+            "parameters.png": plot_parameters(frame, objectives=goals),
+        }
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, draw in FIGURES.items():
+    for name, fig in figures.items():
         path = directory / name
-        draw(frame).savefig(path, dpi=dpi)
+        fig.savefig(path, dpi=dpi)
         written.append(path)
     return written

@@ -15,7 +15,8 @@ followed by propulate's provenance:
 ``values_0``, ``values_1``, ...
     Instead of ``value`` in a run with several objectives (:mod:`propulate.objectives`), as Optuna names
     them: each objective as the loss function returned it (a maximized one not negated), NaN where
-    ``value`` would be.
+    ``value`` would be. The frame's ``attrs["objectives"]`` holds their names and directions
+    (:meth:`propulate.objectives.Objectives.describe`).
 ``datetime_start``, ``datetime_complete``
     When the evaluation started and finished, timezone-aware UTC timestamps; ``NaT`` if it never finished.
 ``duration``
@@ -73,6 +74,11 @@ Report numbers (see :func:`session_spans` and :func:`utilization`):
   which it evaluated anything; overall, the summed evaluation periods divided by the sum over sessions of
   (workers that evaluated in that session x the session's span). The rest of a worker's time went to
   breeding, communication, checkpointing, and waiting for the job to start or end.
+
+With several objectives (:mod:`propulate.objectives`) the report lists, instead of the best configurations,
+the run's Pareto front (:func:`pareto_front_rows`) and the hypervolume of the front so far as the run went
+on (:func:`hypervolume_history`), up to a reference point (:func:`reference_point`): by default, 10 % of
+the range of each objective's completed values beyond its worst completed value.
 """
 
 from __future__ import annotations
@@ -88,6 +94,17 @@ import numpy as np
 
 from .checkpoint import Checkpoint, load_checkpoint, make_uid, uid_origin
 from .errors import PropulateError
+from .fronts import (
+    REFERENCE_MARGIN,
+    hypervolume_history,
+    minimized,
+    non_dominated,
+    objective_labels,
+    objectives_of,
+    pareto_front_rows,
+    reference_point,
+    value_columns,
+)
 from .individual import Individual, Status
 from .objectives import Objectives
 from .space import Kind, SearchSpace
@@ -103,11 +120,18 @@ __all__ = [
     "configuration_table",
     "evaluations_per_hour",
     "format_report",
+    "hypervolume_history",
     "interim_losses",
     "island_summary",
     "load_dataframe",
     "metric_columns",
+    "minimized",
+    "non_dominated",
+    "objective_labels",
+    "objectives_of",
+    "pareto_front_rows",
     "read_checkpoint",
+    "reference_point",
     "session_spans",
     "status_counts",
     "time_unit",
@@ -317,6 +341,8 @@ def to_dataframe(
         }
     )
     frame = pd.DataFrame(columns)
+    if goals is not None:  # their names and directions, for the report and the plots
+        frame.attrs["objectives"] = goals.describe()
     if space is not None:
         frame.attrs["search_space"] = space.to_json()
     return frame
@@ -514,10 +540,16 @@ def best(frame: pd.DataFrame, n: int = 5, distinct: bool = True) -> pd.DataFrame
     Raises
     ------
     ValueError
-        If ``n`` is not a positive integer.
+        If ``n`` is not a positive integer, or the frame is of a run with several objectives (no ``value``
+        column; :func:`pareto_front_rows` lists its best evaluations).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n: expected a positive integer, got {n!r}")
+    if objectives_of(frame) is not None:
+        raise ValueError(
+            "frame: a run with several objectives (columns values_0, values_1, ...) has no single best "
+            "evaluation; pareto_front_rows(frame) lists its Pareto front"
+        )
     complete = frame.loc[frame["state"] == "COMPLETE", ["value", "number"]]
     ranked = complete.sort_values(["value", "number"], kind="stable").index
     if distinct:
@@ -526,18 +558,25 @@ def best(frame: pd.DataFrame, n: int = 5, distinct: bool = True) -> pd.DataFrame
     return frame.loc[ranked[:n]]
 
 
-def configuration_table(frame: pd.DataFrame, rows: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+def configuration_table(
+    frame: pd.DataFrame, rows: pd.DataFrame, metrics: Sequence[str], objectives: Any = None
+) -> pd.DataFrame:
     """Return ``rows`` of ``frame`` as the reports list configurations.
 
     The columns: number, loss, the ``metrics`` columns, where each was bred, then the parameters, under
-    their short names (``accuracy``, ``lr``; not ``user_attrs_accuracy``, ``params_lr``).
+    their short names (``accuracy``, ``lr``; not ``user_attrs_accuracy``, ``params_lr``). With several
+    objectives (see :func:`objectives_of` for ``objectives``), one column per objective instead of the
+    loss, named by :func:`objective_labels` (``error (min)``), holding the values as the loss function
+    returned them.
     """
     params = [c for c in frame.columns if c.startswith("params_")]
-    table = rows[["number", "value", *metrics, "island", "worker", "generation", *params]]
+    goals = objectives_of(frame, objectives)
+    values = ["value"] if goals is None else value_columns(goals)
+    table = rows[["number", *values, *metrics, "island", "worker", "generation", *params]]
     return table.set_axis(
         [
             "number",
-            "loss",
+            *(["loss"] if goals is None else objective_labels(goals)),
             *(c[len("user_attrs_") :] for c in metrics),
             "island",
             "worker",
@@ -568,15 +607,42 @@ def status_counts(frame: pd.DataFrame) -> pd.Series:
     return counts.reindex(names, fill_value=0).rename("evaluations")
 
 
-def island_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Return per birth island: evaluations, how many of each state, and the best completed value."""
+def island_summary(frame: pd.DataFrame, objectives: Any = None) -> pd.DataFrame:
+    """Return per birth island: evaluations, how many of each state, and the best completed value.
+
+    With several objectives (see :func:`objectives_of` for ``objectives``), instead of ``best_value``:
+    ``on_front``, how many rows of :func:`pareto_front_rows` were bred on the island, and ``best_<name>``
+    per objective, its best completed value in its own direction (a maximized one's largest).
+    """
+    table = _island_counts(frame)
+    goals = objectives_of(frame, objectives)
+    if goals is None:
+        complete = frame.loc[frame["state"] == "COMPLETE", ["island", "value"]]
+        table["best_value"] = complete.groupby("island")["value"].min().reindex(table.index)
+        return table
+    return _island_front(frame, goals, pareto_front_rows(frame, goals), table)
+
+
+def _island_counts(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return per birth island: evaluations and how many of each state."""
     pd = _pandas()
     states = status_counts(frame).index
     table = pd.crosstab(frame["island"], frame["state"]).reindex(columns=states, fill_value=0)
     table.columns = [name.lower() for name in states]
     table.insert(0, "evaluations", table.sum(axis=1))
-    complete = frame.loc[frame["state"] == "COMPLETE", ["island", "value"]]
-    table["best_value"] = complete.groupby("island")["value"].min().reindex(table.index)
+    return table
+
+
+def _island_front(
+    frame: pd.DataFrame, goals: Objectives, front: pd.DataFrame, table: pd.DataFrame
+) -> pd.DataFrame:
+    """Add ``on_front`` and ``best_<name>`` to a table of :func:`_island_counts` (several objectives)."""
+    table["on_front"] = front.groupby("island").size().reindex(table.index, fill_value=0)
+    complete = frame.loc[frame["state"] == "COMPLETE"]
+    for name, column, direction in zip(goals.names, value_columns(goals), goals.directions, strict=True):
+        by_island = complete.groupby("island")[column]
+        best_values = by_island.max() if direction == "maximize" else by_island.min()
+        table[f"best_{name}"] = best_values.reindex(table.index)
     return table
 
 
@@ -642,21 +708,90 @@ def time_unit(seconds: float) -> tuple[float, str]:
     return 1.0, "s"
 
 
+# ------------------------------------------------------------------------------------- several objectives
+
+#: Reports list at most this many rows of the Pareto front by default.
+FRONT_ROWS = 20
+
+
+def _front_lines(
+    frame: pd.DataFrame, goals: Objectives, front: pd.DataFrame, rows: int, reference: Sequence[float] | None
+) -> list[str]:
+    """Return the report's sections of a run with several objectives: its Pareto front, the hypervolume."""
+    labels = objective_labels(goals)
+    n_complete = int((frame["state"] == "COMPLETE").sum())
+    lines = [
+        "",
+        f"Pareto front: {len(front)} distinct non-dominated configuration(s) of {n_complete} completed "
+        "evaluations",
+        f"  objectives: {', '.join(labels)}; sorted by {labels[0]}, best first"
+        + (f"; the first {rows} of {len(front)} shown" if len(front) > rows else ""),
+    ]
+    if not len(front):
+        return lines
+    shown_rows = front.head(rows)
+    metrics = [c for c in metric_columns(frame) if shown_rows[c].notna().any()]
+    shown = configuration_table(frame, shown_rows, metrics, goals)
+    shown.insert(0, "#", range(1, len(shown) + 1))
+    lines += _indent(shown.to_string(index=False, float_format=_number))
+
+    history = hypervolume_history(frame, goals, reference)
+    ref = goals.values(history.attrs["reference"])
+    where = ", ".join(f"{label} {value:.6g}" for label, value in zip(labels, ref, strict=True))
+    rule = (
+        "given"
+        if reference is not None
+        else f"default: {100 * REFERENCE_MARGIN:g} % of each objective's range beyond its worst completed "
+        "value"
+    )
+    lines += [
+        "",
+        "Hypervolume of the Pareto front so far (completed evaluations in the order they completed)",
+        f"  reference point: {where} ({rule})",
+    ]
+    table = history.assign(datetime_complete=history["datetime_complete"].dt.strftime("%Y-%m-%d %H:%M:%S"))[
+        ["completed", "datetime_complete", "front_size", "hypervolume"]
+    ]
+    table.columns = ["completed", "at (UTC)", "front size", "hypervolume"]
+    lines += _indent(table.to_string(index=False, float_format=_number))
+    if history["hypervolume"].iloc[-1] == 0.0:
+        lines.append("  no completed evaluation dominates the reference point")
+    return lines
+
+
 def format_report(
-    frame: pd.DataFrame, top: int = 5, title: str = "propulate results", notes: Sequence[str] = ()
+    frame: pd.DataFrame,
+    top: int | None = None,
+    title: str = "propulate results",
+    notes: Sequence[str] = (),
+    objectives: Any = None,
+    reference: Sequence[float] | None = None,
 ) -> str:
     """Return the plain-text report: top configurations, counts, throughput and utilization.
+
+    With several objectives, instead of the top configurations: the Pareto front
+    (:func:`pareto_front_rows`; each objective's values as the loss function returned them, under its name
+    and direction, e.g. ``error (min)``, sorted by the first objective, best first), then the hypervolume
+    of the front so far after each tenth of the completed evaluations (:func:`hypervolume_history`) with
+    its reference point stated: ``reference`` if given, else 10 % of each objective's range beyond its
+    worst completed value (:func:`reference_point`). Per island, ``on_front`` and each objective's best value
+    replace ``best_value`` (:func:`island_summary`).
 
     Parameters
     ----------
     frame : pandas.DataFrame
         What :func:`to_dataframe` returned.
-    top : int >= 1
-        How many of the best distinct configurations to list.
+    top : int >= 1, optional
+        How many of the best distinct configurations to list (default 5); with several objectives, how many
+        rows of the Pareto front at most (default :data:`FRONT_ROWS`, 20).
     title : str
         First line of the report.
     notes : sequence of str
         Lines to show under the title (e.g. the run's configuration).
+    objectives : optional
+        The run's objectives, for their names and directions (see :func:`objectives_of`).
+    reference : sequence of float, optional
+        The hypervolume's reference point, one number per objective in its own direction.
 
     Returns
     -------
@@ -666,10 +801,14 @@ def format_report(
     Raises
     ------
     ValueError
-        If ``top`` is not a positive integer.
+        If ``top`` is not a positive integer, or ``reference`` is not one finite number per objective.
     """
     pd = _pandas()
-    best_rows = best(frame, top)
+    goals = objectives_of(frame, objectives)
+    if goals is None:
+        best_rows = best(frame, 5 if top is None else top)
+    elif top is not None and (isinstance(top, bool) or not isinstance(top, int) or top < 1):
+        raise ValueError(f"top: expected a positive integer, got {top!r}")
     lines = [title, "=" * len(title), *notes]
     spans = session_spans(frame)
     finished = int(frame["state"].isin(_FINISHED).sum())
@@ -688,12 +827,19 @@ def format_report(
         lines.append(f"{unfinished} evaluation(s) cut short by the end of the job, redone on resume")
 
     n_complete = int((frame["state"] == "COMPLETE").sum())
-    lines += ["", f"Best {len(best_rows)} distinct configuration(s) of {n_complete} completed evaluations"]
-    if len(best_rows):
-        metrics = [c for c in metric_columns(frame) if best_rows[c].notna().any()]
-        shown = configuration_table(frame, best_rows, metrics)
-        shown.insert(0, "#", range(1, len(shown) + 1))
-        lines += _indent(shown.to_string(index=False, float_format=_number))
+    if goals is None:
+        lines += [
+            "",
+            f"Best {len(best_rows)} distinct configuration(s) of {n_complete} completed evaluations",
+        ]
+        if len(best_rows):
+            metrics = [c for c in metric_columns(frame) if best_rows[c].notna().any()]
+            shown = configuration_table(frame, best_rows, metrics)
+            shown.insert(0, "#", range(1, len(shown) + 1))
+            lines += _indent(shown.to_string(index=False, float_format=_number))
+    else:
+        front = pareto_front_rows(frame, goals)
+        lines += _front_lines(frame, goals, front, FRONT_ROWS if top is None else top, reference)
 
     lines += ["", "Evaluations by state"]
     lines += _indent(status_counts(frame).rename_axis(None).to_string())
@@ -702,7 +848,10 @@ def format_report(
         f"  {on_island} repeated a configuration evaluated before on their island ({in_all} in all islands)"
     )
 
-    islands = island_summary(frame).reset_index()
+    if goals is None:
+        islands = island_summary(frame).reset_index()
+    else:
+        islands = _island_front(frame, goals, front, _island_counts(frame)).reset_index()
     lines += ["", "Evaluations by island (where they were bred)"]
     lines += _indent(islands.to_string(index=False, float_format=_number, na_rep="-"))
 
