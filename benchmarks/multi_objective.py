@@ -301,8 +301,6 @@ def _checkpoint_hypervolume(path: str, problem: Problem, evaluations: int) -> di
 
 def worker(args: argparse.Namespace) -> None:
     """One propulate run on all ranks; rank 0 prints its JSON line."""
-    from importlib.metadata import version
-
     from mpi4py import MPI
 
     import propulate
@@ -352,7 +350,7 @@ def worker(args: argparse.Namespace) -> None:
         "generations": args.generations,
         "evaluations": len(evaluations),
         "seconds": seconds,
-        "version": version("propulate"),
+        "version": propulate.__version__,  # also where propulate is on PYTHONPATH, not installed
     }
     if args.breeding_cost:
         result["benchmark"] = "breeding_cost"

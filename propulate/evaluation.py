@@ -108,6 +108,11 @@ def interpret(result: Any) -> tuple[float, dict[str, float]]:
             raise TypeError(f"loss_fn returned a mapping without a 'loss' entry: keys {list(result)}")
         metrics = {str(k): _as_float(v, repr(k)) for k, v in result.items() if k != "loss"}
         return _as_float(result["loss"], "'loss'"), metrics
+    if isinstance(result, (list, tuple, np.ndarray)) and np.size(result) > 1:
+        raise TypeError(
+            f"loss_fn returned {np.size(result)} values; a run with several objectives declares them, "
+            f"e.g. objectives={np.size(result)} (see propulate.objectives)"
+        )
     return _as_float(result, "the loss"), {}
 
 

@@ -687,3 +687,13 @@ def test_gathered_front_is_sorted_by_the_first_objective():
     front = results.front
     expected = sorted(pareto_front(members), key=lambda ind: ind.losses)
     assert [ind.losses for ind in front] == [ind.losses for ind in expected]
+
+
+@pytest.mark.parametrize("returned", [(0.5, 2.0), [0.5, 2.0, 3.0], np.array([0.5, 2.0])])
+def test_several_values_without_objectives_name_the_argument(returned):
+    # A run with one loss whose loss function returns several values: the evaluation fails with a message
+    # that says how to declare them, not only that a number was expected.
+    from propulate.evaluation import interpret
+
+    with pytest.raises(TypeError, match=rf"returned {len(returned)} values; .* objectives={len(returned)}"):
+        interpret(returned)
