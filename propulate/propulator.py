@@ -19,10 +19,8 @@ import os
 import random
 import socket
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +46,7 @@ from .individual import ERROR_CHARS, Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, Topology
 from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
-from .mpi.dissemination import LINGER, LINGER_CAP, Relay
+from .mpi.dissemination import LINGER, LINGER_CAP, Relay, Relaying
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
@@ -401,13 +399,10 @@ class Propulator:
         self._island_peers = [first + r for r in range(self._island.size) if r != self.island_rank]
         self._news = IslandNews(bool(self._island_peers))  # what the island's other workers hear next
         # News reaches the island's other workers along a tree rooted at its sender (see the module). While
-        # this worker evaluates, its watchdog thread passes news on (see _relaying_meanwhile); what it took
-        # in waits in _relayed for the loop.
+        # this worker evaluates, its watchdog thread passes news on; what it took in waits there for the loop.
         self._relay = Relay(first, self._island.size, self.island_rank)
-        self._relay_lock = threading.Lock()
+        self._relaying = Relaying(self._relay, self._mail)
         self._pace = 0.0  # seconds per generation, measured at the end of the loop
-        self._relaying = False
-        self._relayed: list[tuple[int, int, Any]] = []
         topology = Topology.of(migration_topology, len(self.island_counts))
         self._topology = topology
         self._migration_prob = float(migration_prob)
@@ -503,7 +498,7 @@ class Propulator:
                 # Only the loss function calls its collectives: due once the moment of interruption passed.
                 lambda: alarm.left == evaluator.count or time.monotonic() >= conditions.interrupt_at,
             )
-        # Worker roots also pass island news on while they evaluate (see _relaying_meanwhile).
+        # Worker roots also pass island news on while they evaluate (see Relaying).
         poll = (
             (self._poll_in_background if self.is_worker_root else alarm.poll)
             if threads_may_poll()
@@ -1005,7 +1000,7 @@ class Propulator:
         resume = self._folders.prepare(ind, redo)
         if self._worker.size > 1:
             self._channel.send_task(ind, resume)
-        with self._relaying_meanwhile():
+        with self._relaying.meanwhile():
             outcome = self.evaluator(ind, resume)
         ind.loss = outcome.loss
         ind.losses = outcome.losses
@@ -1099,12 +1094,12 @@ class Propulator:
         """Take in and apply every message that has arrived; whether there were any.
 
         Island news to pass on along the relay tree (:mod:`propulate.mpi.dissemination`) leaves with this
-        worker's next update, once per generation, or while it evaluates (:meth:`_relaying_meanwhile`):
+        worker's next update, once per generation, or while it evaluates (:class:`Relaying`):
         one message per finger and generation, however often a worker polls (at 128 workers, flushing at
         every poll sent 33 messages per evaluation, twice the fingers).
         """
-        if self._relayed:  # taken in and passed on by the watchdog thread during the last evaluation
-            relayed, self._relayed = self._relayed, []
+        relayed = self._relaying.taken()  # taken in and passed on by the watchdog thread meanwhile
+        if relayed:
             self._take_news(relayed)
         messages = self._mail.receive_any()
         for _, tag, obj in messages:
@@ -1132,52 +1127,20 @@ class Propulator:
 
     # The surrogate's hooks, called by the evaluator while the watchdog thread may use the mailbox.
     def _receive_while_evaluating(self) -> bool:
-        with self._relay_lock:
+        with self._relaying.lock:
             received = self._receive()
             self._relay.flush(self._mail)
             return received
 
     def _share_while_evaluating(self, data: Any) -> None:
-        with self._relay_lock:
+        with self._relaying.lock:
             self._share_interim(data)
-
-    @contextmanager
-    def _relaying_meanwhile(self) -> Iterator[None]:
-        """Let the watchdog thread pass island news on while this worker evaluates.
-
-        A relayed piece of news waits at each hop until the relaying worker takes it in: between
-        evaluations only, an island's news would reach the workers one or more hops away an evaluation or
-        more late, and a long evaluation would hold up everything behind it. The watchdog thread polls
-        every :data:`propulate.lifecycle.TICK` seconds anyway (with ``MPI_THREAD_MULTIPLE``); meanwhile
-        the mailbox is the thread's, used only under ``_relay_lock`` by both threads, and its first poll
-        sends what arrived since this worker's update. Without that thread level, that goes out now.
-        """
-        if not self._relay.relays:
-            yield  # nothing to pass on: an island of up to RADIX workers
-            return
-        if not threads_may_poll():
-            self._relay.flush(self._mail)  # nobody passes news on until the evaluation ends: now, then
-            yield
-            return
-        with self._relay_lock:
-            self._relaying = True
-        try:
-            yield
-        finally:
-            with self._relay_lock:
-                self._relaying = False
 
     def _poll_in_background(self) -> None:
         """Poll from the watchdog thread: alarm messages, and island news to pass on while evaluating."""
         assert self._alarm is not None
         self._alarm.poll()
-        if not self._relaying:
-            return
-        with self._relay_lock:
-            if self._relaying:
-                for _, items in self._mail.receive(Tag.ISLAND_UPDATE):
-                    self._relayed.extend(self._relay.take(items))
-                self._relay.flush(self._mail)
+        self._relaying.poll()
 
     def _receive_and_forward(self) -> bool:
         """At the end of the run: take in what arrived; pass it, and immigrants, on to the island.

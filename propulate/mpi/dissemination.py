@@ -19,7 +19,7 @@ each worker receives, and passes on in total, one copy per evaluation of the isl
 
 A relayed piece of news waits at each hop until the relaying worker takes it in: between its evaluations,
 and during one from the worker's watchdog thread, every 50 ms (see
-:meth:`propulate.Propulator._relaying_meanwhile`); :data:`RADIX` trades hops for sends per poll. With
+:class:`Relaying`); :data:`RADIX` trades hops for sends per poll. With
 ``m <= RADIX`` every worker is a finger of every other: news goes straight to everyone, as it did before
 relaying, and nobody relays.
 """
@@ -28,12 +28,16 @@ from __future__ import annotations
 
 import math
 import pickle
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from .alarm import threads_may_poll
 from .messaging import Mailbox, Tag
 
-__all__ = ["LINGER", "LINGER_CAP", "RADIX", "Relay", "children", "fingers"]
+__all__ = ["LINGER", "LINGER_CAP", "RADIX", "Relay", "Relaying", "children", "fingers"]
 
 #: Radix of the relay tree. 8 keeps islands of up to 8 workers direct (each worker is a finger of every
 #: other), reaches 64 workers in 2 hops, 512 in 3 and 10,000 in 5, with at most 7 sends per level and
@@ -195,3 +199,73 @@ class Relay:
     def idle(self) -> bool:
         """Whether nothing waits to be sent."""
         return not self._own and not self._outgoing
+
+
+class Relaying:
+    """Island news passed on by the worker's watchdog thread while the worker evaluates.
+
+    A relayed piece of news waits at each hop until the relaying worker takes it in: between evaluations
+    only, an island's news would reach the workers one or more hops away an evaluation or more late, and a
+    long evaluation would hold up everything behind it. The watchdog thread polls every
+    :data:`propulate.lifecycle.TICK` seconds anyway (with ``MPI_THREAD_MULTIPLE``, see
+    :func:`propulate.mpi.alarm.threads_may_poll`); during :meth:`meanwhile` it takes in island news,
+    passes it on (:meth:`poll`) and keeps it for the loop (:meth:`taken`). Meanwhile the mailbox is used
+    only under :attr:`lock`, by both threads.
+
+    Parameters
+    ----------
+    relay : Relay
+        The worker's relay.
+    mailbox : Mailbox
+        The mailbox of the communicator of all workers.
+    """
+
+    def __init__(self, relay: Relay, mailbox: Mailbox) -> None:
+        self.relay = relay
+        self.mailbox = mailbox
+        #: Held by whichever thread uses the mailbox during an evaluation.
+        self.lock = threading.Lock()
+        self._active = False
+        self._taken: list[tuple[int, int, Any]] = []
+
+    @contextmanager
+    def meanwhile(self) -> Iterator[None]:
+        """Let the watchdog thread pass island news on while the worker evaluates (the ``with`` block).
+
+        Its first poll sends what arrived since the worker's update. Without threads that may poll, that
+        goes out now and nothing more until the evaluation ends; an island of up to :data:`RADIX` workers
+        has nothing to pass on.
+        """
+        if not self.relay.relays:
+            yield
+            return
+        if not threads_may_poll():
+            self.relay.flush(self.mailbox)
+            yield
+            return
+        with self.lock:
+            self._active = True
+        try:
+            yield
+        finally:
+            with self.lock:
+                self._active = False
+
+    def poll(self) -> None:
+        """From the watchdog thread: take in island news and pass it on, while the worker evaluates."""
+        if not self._active:
+            return
+        with self.lock:
+            if self._active:
+                for _, items in self.mailbox.receive(Tag.ISLAND_UPDATE):
+                    self._taken.extend(self.relay.take(items))
+                self.relay.flush(self.mailbox)
+
+    def taken(self) -> list[tuple[int, int, Any]]:
+        """Return, and forget, the news :meth:`poll` took in, ``(sender, tag, object)`` in arrival order.
+
+        Called by the loop between evaluations, when the watchdog thread does not add to it (no lock, so
+        that it may also be called under :attr:`lock`).
+        """
+        taken, self._taken = self._taken, []
+        return taken
