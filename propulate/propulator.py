@@ -1377,8 +1377,11 @@ class Propulator:
         if debug >= 1 and self.is_worker_root and self._world.rank == 0:
             for island, first in enumerate(self.island_displs):
                 lines = "\n".join(f"  {i + 1}. {ind}" for i, ind in enumerate(gathered[first]))
-                what = "Pareto front" if self.objectives is not None else "Top"
-                log.info(f"{what} {len(gathered[first])} result(s) on island {island}:\n{lines}")
+                if self.objectives is not None:
+                    count = len(gathered[first])
+                    log.info(f"Pareto front of island {island}, {count} individual(s):\n{lines}")
+                else:
+                    log.info(f"Top {len(gathered[first])} result(s) on island {island}:\n{lines}")
         return gathered
 
 
