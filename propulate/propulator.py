@@ -349,7 +349,6 @@ class Propulator:
         self.island_rank = -1
         self._breeder = Breeder(propagator, self._population, self.rng)  # rebuilt when a session begins
         self._started = 0  # evaluations this worker started in this session
-        self._waits = 0  # generations in which it waited for late island news, in this session
         self._planned = False  # a session is planned (the checkpoint taken in) and not begun yet
         self._plan: SessionPlan | None = None  # the planned session, on the first worker root
         self._limits: dict[str, Any] | None = None  # the search space's, once known
@@ -767,7 +766,6 @@ class Propulator:
         )
         self._breeder.expect(self._island_peers, time.monotonic())
         self._started = 0
-        self._waits = 0
         self._progress.begin(self._population)
         if self._limits is not None and self._writer is None:
             self._open_writer(SearchSpace.of(self._limits), self._generation_start)
@@ -932,19 +930,17 @@ class Propulator:
         circle: a worker only waits for peers that started fewer evaluations than it did, so the one
         furthest behind never waits, and its news ends the others' waits.
 
-        Before it waits, the worker sends its island the result it has just produced, instead of holding it
-        back for the announcement of its next evaluation: peers that breed while it waits would otherwise
-        breed without it. This costs one more message per finger in the generations that wait, which only
-        cheap losses on more ranks than cores see. Measured with ``tests/mpi/programs/nm_run.py`` (4 ranks on
-        2 cores, 2-D sphere, 400 evaluations): the replicated Nelder-Mead run got 121 to 134 steps with
-        this flush, 90 to 111 without it (8 launches each), i.e. 20 % of the evaluations went to points
-        proposed from stale state.
+        The worker does not send its own fresh result before it waits (it goes with its next announcement).
+        Sending it first was tried: peers that breed meanwhile would see it (the replicated Nelder-Mead of
+        ``tests/mpi/programs/nm_run.py``, 4 ranks on 2 cores, made 121 to 134 steps from 400 evaluations
+        instead of 90 to 111), but the extra message per waiting generation delayed announcements to
+        descheduled peers, and 8 workers on a small discrete space repeated a configuration in 3 of 9
+        launches of 240 evaluations (none in 11 without it): a repeated evaluation is a certain waste,
+        a stale breeding a possible one.
         """
         breeder = self._breeder
         if not breeder.behind(self._started, time.monotonic()):
             return
-        self._waits += 1
-        self._tell_island()
         deadline = time.monotonic() + MAX_WAIT
         backoff = Backoff()
         while self._stop_reason is None:
@@ -1081,8 +1077,7 @@ class Propulator:
 
         With ``announce``, also the individual this worker starts evaluating, so that no peer breeds the
         same configuration meanwhile (see :mod:`propulate.breeding`); its evaluated individual reaches the
-        peers with the next announcement, so one message per generation carries both (or before a wait for
-        late news, :meth:`_await_peers`). With ``retire``,
+        peers with the next announcement, so one message per generation carries both. With ``retire``,
         that this worker breeds no more (see :mod:`propulate.mpi.news`).
         """
         update = self._news.update(announce, self._started, self._mean_period, retire)

@@ -140,9 +140,6 @@ if propulator.is_worker_root:
     )
     # Messages of the loop's mailbox per generation, the most of any worker (relayed island news).
     sent = layout.propulate_comm.allreduce(propulator._mail.messages_sent, op=MPI.MAX)
-    # A worker sends its news once per generation, and once more in a generation that waits for late news.
-    flushes = args.generations + propulator._waits
-    per_flush = layout.propulate_comm.allreduce(propulator._mail.messages_sent / max(flushes, 1), op=MPI.MAX)
     if layout.propulate_comm.rank == 0:
         stats = [s for s in stats if s is not None]
         total_active = sum(s[3] for s in stats)
@@ -160,7 +157,6 @@ if propulator.is_worker_root:
             "immigrants": total_immigrants,
             "best": summary[0][0].loss if summary[0] else None,
             "messages_per_generation": sent / max(args.generations, 1),
-            "messages_per_flush": per_flush,
         }
 
 if world.rank == 0:
