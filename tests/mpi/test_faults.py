@@ -182,7 +182,11 @@ def test_time_limit_stops_an_endless_run(mpirun, tmp_path, ranks):
     assert 8.0 < result["elapsed"] <= 10.0
     assert time.monotonic() - start < 20
     assert result["completed"] == result["bred"] > 0
-    assert not load_checkpoint(tmp_path).pending
+    # The last evaluation starts if it ends before the margin at its mean duration (0.05 s); one that runs
+    # over it by more than that (a rank descheduled for a moment, 8 ranks on 2 cores: once in CI) is
+    # interrupted and evaluated again on resume, as documented: at most one per worker.
+    pending = [ind for inds in load_checkpoint(tmp_path).pending.values() for ind in inds]
+    assert len(pending) <= ranks and all(ind.status is Status.INTERRUPTED for ind in pending), pending
 
 
 def test_ten_megabyte_individuals_at_eight_ranks(mpirun, tmp_path):
