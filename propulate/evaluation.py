@@ -18,7 +18,6 @@ import inspect
 import json
 import logging
 import math
-import numbers
 import pickle
 import socket
 import sys
@@ -36,7 +35,7 @@ from .errors import EvaluationInterrupted, PropulateError
 from .individual import Individual, Status
 from .mpi.messaging import Backoff, abandon
 from .mpi.worker_comm import WorkerComm
-from .objectives import Objectives
+from .objectives import Objectives, as_real
 from .surrogate.base import NullSurrogate, Surrogate
 
 log = logging.getLogger("propulate")
@@ -82,17 +81,6 @@ class Evaluation:
     losses: tuple[float, ...] | None = None
 
 
-def _as_float(value: Any, what: str) -> float:
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return float(value)
-    item = getattr(value, "item", None)  # numpy and torch scalars
-    if callable(item):
-        number = item()
-        if isinstance(number, numbers.Real) and not isinstance(number, bool):
-            return float(number)
-    raise TypeError(f"loss_fn returned {type(value).__name__} for {what}; expected a real number")
-
-
 def interpret(result: Any) -> tuple[float, dict[str, float]]:
     """Turn one value a loss function returned (or yielded) into ``(loss, metrics)``.
 
@@ -106,14 +94,14 @@ def interpret(result: Any) -> tuple[float, dict[str, float]]:
     if isinstance(result, Mapping):
         if "loss" not in result:
             raise TypeError(f"loss_fn returned a mapping without a 'loss' entry: keys {list(result)}")
-        metrics = {str(k): _as_float(v, repr(k)) for k, v in result.items() if k != "loss"}
-        return _as_float(result["loss"], "'loss'"), metrics
+        metrics = {str(k): as_real(v, repr(k)) for k, v in result.items() if k != "loss"}
+        return as_real(result["loss"], "'loss'"), metrics
     if isinstance(result, (list, tuple, np.ndarray)) and np.size(result) > 1:
         raise TypeError(
             f"loss_fn returned {np.size(result)} values; a run with several objectives declares them, "
             f"e.g. objectives={np.size(result)} (see propulate.objectives)"
         )
-    return _as_float(result, "the loss"), {}
+    return as_real(result, "the loss"), {}
 
 
 def is_generator(result: Any) -> bool:

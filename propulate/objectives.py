@@ -159,7 +159,7 @@ class Objectives:
                     f"loss_fn returned a mapping without {missing}: keys {list(result)}; the run's "
                     f"objectives are {list(self.names)}"
                 )
-            metrics = {str(k): _number(v, repr(k)) for k, v in rest.items()}
+            metrics = {str(k): as_real(v, repr(k)) for k, v in rest.items()}
         else:
             values = result
         sequence = _sequence(values, len(self))
@@ -169,7 +169,7 @@ class Objectives:
                 f"{list(self.names)} (the objectives argument)"
             )
         losses = tuple(
-            sign * _number(v, f"objective {name!r}")
+            sign * as_real(v, f"objective {name!r}")
             for sign, v, name in zip(self.signs, sequence, self.names, strict=True)
         )
         return losses, metrics
@@ -179,7 +179,14 @@ class Objectives:
         return tuple(sign * float(v) for sign, v in zip(self.signs, losses, strict=True))
 
 
-def _number(value: Any, what: str) -> float:
+def as_real(value: Any, what: str) -> float:
+    """Return a number the loss function returned as a float; ``what`` names it in the error.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is neither a real number (not a bool) nor a numpy or torch scalar holding one.
+    """
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         return float(value)
     item = getattr(value, "item", None)  # numpy and torch scalars
