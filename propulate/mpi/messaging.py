@@ -151,8 +151,11 @@ class Mailbox:
         self.comm = comm
         self.window = window
         self.max_delay = max_delay
-        # Per destination, oldest first: unmatched sends and the buffers they read from.
-        self._in_flight: dict[int, deque[tuple[MPI.Request, bytes]]] = {}
+        # Per destination, oldest first: unmatched sends, the buffers they read from, messages in each.
+        self._in_flight: dict[int, deque[tuple[MPI.Request, bytes, int]]] = {}
+        # Per destination: messages handed to send() so far, and how many of them the receiver matched.
+        self._handed: dict[int, int] = {}
+        self._matched: dict[int, int] = {}
         # The same requests in one list, for testing them all in one call; completed ones are null.
         self._requests: list[MPI.Request] = []
         # Whether a test in receive() completed sends whose buffers are not yet released.
@@ -172,10 +175,12 @@ class Mailbox:
             return  # e.g. a stop request on a run of one worker: nothing to pickle
         frame = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
         self.messages_posted += len(dests)
+        handed = self._handed
         in_flight = self._in_flight
         outbox = self._outbox
         window = self.window
         for dest in dests:
+            handed[dest] = handed.get(dest, 0) + 1
             key = (dest, int(tag))
             if outbox and key in outbox:
                 outbox[key][1].append(frame)  # behind earlier waiting messages: the order is kept
@@ -191,12 +196,34 @@ class Mailbox:
             self._start(dest, tag, frame)
         self.progress()
 
-    def _start(self, dest: int, tag: int, buffer: bytes) -> None:
+    def mark(self, dests: Collection[int]) -> dict[int, int]:
+        """Note how many messages have been handed to :meth:`send` for each of ``dests`` so far.
+
+        :meth:`matched` then tells whether every one of them (the last included) has been matched by its
+        receiver, i.e. taken in by one of its receives. O(len(dests)).
+        """
+        return {dest: self._handed.get(dest, 0) for dest in dests}
+
+    def matched(self, mark: dict[int, int]) -> bool:
+        """Whether every message counted in ``mark`` (see :meth:`mark`) has been matched by its receiver.
+
+        Sends waiting in an outbox go out first if their destination caught up, and the sends in flight
+        are tested (one call into MPI for all of them). A synchronous send completes only once its receiver
+        matched it, and messages between two ranks are matched in the order they were sent (MPI's
+        non-overtaking rule), so counting completions per destination is enough.
+        """
+        self.progress()
+        self._completed = True  # test now, whatever the retest interval says
+        self._release()
+        got = self._matched
+        return all(got.get(dest, 0) >= count for dest, count in mark.items())
+
+    def _start(self, dest: int, tag: int, buffer: bytes, count: int = 1) -> None:
         request = self.comm.Issend([buffer, MPI.BYTE], dest=dest, tag=tag)
         sends = self._in_flight.get(dest)
         if sends is None:
             sends = self._in_flight[dest] = deque()
-        sends.append((request, buffer))
+        sends.append((request, buffer, count))
         self._requests.append(request)
         self.bytes_sent += len(buffer)
         self.messages_sent += 1
@@ -221,8 +248,12 @@ class Mailbox:
             completed = True
         if completed:
             self._requests = [request for request in requests if request]  # completed ones are now null
+            matched = self._matched
             for dest, sends in self._in_flight.items():
-                self._in_flight[dest] = deque(entry for entry in sends if entry[0])
+                done = sum(entry[2] for entry in sends if not entry[0])
+                if done:
+                    matched[dest] = matched.get(dest, 0) + done
+                    self._in_flight[dest] = deque(entry for entry in sends if entry[0])
             self._completed = False
 
     def receive(self, tag: Tag) -> list[tuple[int, Any]]:
@@ -290,7 +321,7 @@ class Mailbox:
                 buffer = (
                     frames[0] if len(frames) == 1 else pickle.dumps(_Batch(frames), pickle.HIGHEST_PROTOCOL)
                 )
-                self._start(dest, tag, buffer)
+                self._start(dest, tag, buffer, len(frames))
 
     @property
     def n_pending(self) -> int:
