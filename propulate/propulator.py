@@ -349,6 +349,7 @@ class Propulator:
         self.island_rank = -1
         self._breeder = Breeder(propagator, self._population, self.rng)  # rebuilt when a session begins
         self._started = 0  # evaluations this worker started in this session
+        self._collisions_likely = False  # whether announcements are confirmed in any space (see _claim)
         self._planned = False  # a session is planned (the checkpoint taken in) and not begun yet
         self._plan: SessionPlan | None = None  # the planned session, on the first worker root
         self._limits: dict[str, Any] | None = None  # the search space's, once known
@@ -766,6 +767,9 @@ class Propulator:
         )
         self._breeder.expect(self._island_peers, time.monotonic())
         self._started = 0
+        # Whether workers of the island may well breed the same configuration at once (see _claim).
+        propagator = self.propagator
+        self._collisions_likely = isinstance(propagator, Propagator) and propagator.replicated
         self._progress.begin(self._population)
         if self._limits is not None and self._writer is None:
             self._open_writer(SearchSpace.of(self._limits), self._generation_start)
@@ -956,11 +960,9 @@ class Propulator:
         """Return the next individual to evaluate, announced to the island; none if the space is exhausted.
 
         An evaluation interrupted by the end of the last job is done again first; otherwise a new individual
-        is bred. The announcement goes with what this worker learned since it last told its island. Two
-        workers that bred the same configuration at the same time cannot know it from each other before
-        they announce it, so each takes in what arrived meanwhile and breeds again if a peer announced, or
-        evaluated, the same configuration: a duplicate then needs both announcements to cross within the
-        time a poll takes, not within the time a breeding takes.
+        is bred. The announcement goes with what this worker learned since it last told its island; a
+        peer that announced, or evaluated, the same configuration meanwhile makes the worker breed again
+        (see :meth:`_claim`).
         """
         self._started += 1
         if self._requeue:
@@ -972,9 +974,46 @@ class Propulator:
             if ind is None:
                 return None
             self._tell_island(announce=ind)
-            self._receive()
-            if not self._breeder.is_known(ind.space.key(ind.position)):
+            if self._claim(ind):
                 return ind
+
+    def _claim(self, ind: Individual) -> bool:
+        """Whether ``ind``, just announced, is this worker's to evaluate: no peer announced it meanwhile.
+
+        One look at what arrived where a collision is unlikely; where it is likely (a finite space, a
+        replicated propagator, or one that bred a known configuration before), a wait until the peers that
+        may be breeding matched the announcement, and the lower rank keeps a configuration two workers
+        announced at once. The protocol, why it is exact and what it costs: :mod:`propulate.breeding`.
+        """
+        key = ind.space.key(ind.position)
+        breeder = self._breeder
+        if self._relay.relays or not (
+            self._collisions_likely or ind.space.size is not None or breeder.repeats
+        ):
+            self._receive()
+            if not breeder.is_known(key):
+                return True
+            self._collisions_likely = True  # the propagator repeats: confirm from now on
+            return False
+        me = self._mail.comm.rank
+        now = time.monotonic()
+        mark = self._mail.mark(breeder.may_be_breeding(now))
+        deadline = now + MAX_WAIT
+        backoff = Backoff()
+        while True:
+            late = time.monotonic() >= deadline
+            confirmed = late or self._mail.matched(mark)
+            if self._receive():
+                backoff.reset()
+            if breeder.population.knows(key):
+                return False
+            claimants = breeder.claimants(key)
+            if any(peer < me for peer in claimants):
+                return False
+            if (confirmed and not claimants) or late or self._stop_reason is not None:
+                return not claimants
+            self._check_alarm()
+            backoff.wait()
 
     def _breed(self) -> Individual | None:
         """Breed this worker's next individual (none: every configuration of a finite space is known)."""

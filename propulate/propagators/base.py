@@ -107,6 +107,16 @@ class Propagator:
         """
         return None
 
+    @property
+    def replicated(self) -> bool:
+        """Whether the island's workers run copies of one state, proposing the same individuals at once.
+
+        Then two workers often breed the same configuration at the same moment, and each confirms that its
+        peers received its announcement before it evaluates, as in a finite search space (see
+        :mod:`propulate.breeding`). False by default; :class:`ParallelNelderMead` is replicated.
+        """
+        return False
+
     def bind(self, island_rank: int, island_size: int = 1) -> None:
         """Learn which worker of its island this propagator breeds for.
 

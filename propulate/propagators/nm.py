@@ -438,6 +438,11 @@ class ParallelNelderMead(Propagator):
         """0: the loop passes no individuals; the losses arrive through :meth:`observe`."""
         return 0
 
+    @property
+    def replicated(self) -> bool:
+        """True: every worker runs a copy of the island's simplex (see the module docstring)."""
+        return True
+
     def bind(self, island_rank: int, island_size: int = 1) -> None:
         """Evaluate entry ``island_rank`` of the list of likely points (see the module docstring).
 

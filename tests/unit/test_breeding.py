@@ -314,6 +314,19 @@ def test_a_peer_is_waited_for_only_when_behind_and_due(
     assert breeder.behind(own, now) is False  # a peer that stopped breeding is never waited for
 
 
+def test_peers_that_may_be_breeding_are_those_not_busy_with_an_evaluation_not_yet_due() -> None:
+    # The peers whose receipt of an announcement a worker awaits in a finite space (Propulator._claim).
+    breeder = Breeder(SelectMin(1), Population(), random.Random(0))
+    breeder.expect([1, 2, 3], 0.0)
+    assert breeder.may_be_breeding(0.0) == [1, 2, 3]  # nobody told of an evaluation yet
+    breeder.announce(1, 11, 1, 5.0, 0.0)  # a 5-s evaluation started at 0
+    breeder.announce(2, 12, 1, 0.0, 0.0)  # no mean yet: due at once
+    assert breeder.may_be_breeding(5.0 * DUE - 0.01) == [2, 3]
+    assert breeder.may_be_breeding(5.0 * DUE) == [1, 2, 3]
+    breeder.retire(3)
+    assert breeder.may_be_breeding(5.0 * DUE) == [1, 2]
+
+
 def test_peers_not_heard_of_count_as_having_started_nothing() -> None:
     breeder = Breeder(SelectMin(1), Population(), random.Random(0))
     breeder.expect([1], 0.0)

@@ -1,7 +1,7 @@
 """Run an island model and check collectively that no island evaluated a configuration twice.
 
 Every propagator family on a space where it applies: ``--space small`` has 12 configurations (an int range
-of 3 and 4 categories), so a budget beyond 12 ends with the search space exhausted; ``discrete`` has 396
+of 3 and 4 categories), so a budget beyond 12 ends with the search space exhausted; ``discrete`` has 360
 (three int ranges and a categorical), ``continuous`` is 2-D. Checks on every rank: the workers of an island
 hold the same population; among the individuals bred on an island no two have equal parameter values; with
 ``--space small`` the run evaluated every configuration exactly once in all and stopped, on every worker,
