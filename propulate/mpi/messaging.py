@@ -210,7 +210,9 @@ class Mailbox:
         Sends waiting in an outbox go out first if their destination caught up, and the sends in flight
         are tested (one call into MPI for all of them). A synchronous send completes only once its receiver
         matched it, and messages between two ranks are matched in the order they were sent (MPI's
-        non-overtaking rule), so counting completions per destination is enough.
+        non-overtaking rule, for receives of any tag), so counting completions per destination is enough
+        while nothing more is sent to those destinations; a later message that a receiver takes in first,
+        receiving by tag, would count too.
         """
         self.progress()
         self._completed = True  # test now, whatever the retest interval says
