@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
@@ -9,6 +10,7 @@ import os
 import pickle
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,6 +41,36 @@ from .format import (
 __all__ = ["CheckpointWriter"]
 
 log = logging.getLogger("propulate")
+
+#: Seconds the interpreter's exit waits for a writer's background thread to end (a flush in progress).
+EXIT_JOIN_TIMEOUT = 30.0
+
+# Every writer of this process whose thread may still run; see _end_writers().
+_WRITERS: weakref.WeakSet[CheckpointWriter] = weakref.WeakSet()
+
+
+def _end_writers() -> None:
+    """At the interpreter's exit: close the writers still open, and wait until their threads ended.
+
+    A background thread still running when the interpreter finalizes is stopped wherever it is; inside
+    an h5py call it keeps h5py's global lock for good, and the main thread's next h5py object to be freed
+    waits for that lock forever, while every other rank waits in ``MPI_Finalize`` (seen with gdb after an
+    injected failure, 8 ranks on 2 cores: the writer thread alive and h5py's lock taken at exit). ``close()``
+    does not wait for the thread (see there), and about half the ranks reached the exit with it still
+    running. Python runs this before it finalizes, while the threads can still finish, and before
+    mpi4py's ``MPI_Finalize``.
+    """
+    for writer in list(_WRITERS):
+        if not writer._closed:
+            try:
+                writer.close()
+            except Exception as err:
+                log.error(f"Checkpoint: closing {writer.path} at exit failed: {err}")
+        writer._stop.set()
+        writer._thread.join(EXIT_JOIN_TIMEOUT)
+
+
+atexit.register(_end_writers)
 
 
 class CheckpointWriter:
@@ -132,6 +164,7 @@ class CheckpointWriter:
         self._interval = flush_interval
         self._thread = threading.Thread(target=self._run, name=f"propulate-checkpoint-{writer}", daemon=True)
         self._thread.start()
+        _WRITERS.add(self)
 
     def record(self, kind: Record, ind: Individual, home: int) -> None:
         """Queue one row describing ``ind`` (cheap: copies the position, no I/O)."""

@@ -401,6 +401,25 @@ def test_close_during_background_flushes_loses_nothing_and_ends_the_flushing(tmp
     assert checkpoint is not None and len(checkpoint.populations[0]) == 400
 
 
+def test_the_interpreters_exit_closes_open_writers_and_waits_for_their_threads(tmp_path: Path) -> None:
+    # A writer thread still in an h5py call when the interpreter finalizes keeps h5py's lock for good and
+    # the process never ends (checkpoint.writer._end_writers, registered with atexit, prevents it).
+    from propulate.checkpoint import writer as writer_module
+
+    closed = open_writer(tmp_path, writer=0, island=0, island_counts=[2], flush_interval=1e-4)
+    left_open = open_writer(
+        tmp_path, writer=1, island=0, island_counts=[2], flush_interval=1e-4, island_rank=1
+    )
+    start_and_finish(closed, bred(make_uid(0, 0, 0), 0, 0), 1.0, 0)
+    start_and_finish(left_open, bred(make_uid(0, 1, 0), 0, 0, rank=1), 2.0, 0)
+    closed.close()
+    writer_module._end_writers()
+    assert not closed._thread.is_alive() and not left_open._thread.is_alive()
+    assert left_open._closed
+    checkpoint = load_checkpoint(tmp_path)
+    assert checkpoint is not None and len(checkpoint.populations[0]) == 2
+
+
 def test_a_noted_start_costs_no_row_when_the_result_comes_before_a_flush(tmp_path: Path) -> None:
     writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1])
     ind = bred(make_uid(0, 0, 0), 0, 0)
