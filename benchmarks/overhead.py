@@ -2,7 +2,9 @@
 
 Every rank is one worker; the workers form ``--islands`` islands (pollination between them at the default
 probability when there are several). The loss costs nothing (``--sleep 0``: a dot product of the
-position) or sleeps for ``--sleep`` seconds; the search space has ``--dims`` float parameters; each
+position) or sleeps for ``--sleep`` seconds; the search space has ``--dims`` float parameters (with
+``--integers``, integer parameters in -5..5: a finite space, where a worker confirms that its peers received
+its announcement before it evaluates, see :mod:`propulate.breeding`); each
 propagator of ``--propagator`` runs in turn; checkpointing is on (a fresh temporary directory per run).
 For each number of generations per worker given, rank 0 prints one JSON line:
 
@@ -109,7 +111,10 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     """Run one optimization (collective); return this rank's figures."""
     directory = tempfile.mkdtemp(prefix="propulate-overhead-", dir=args.directory) if comm.rank == 0 else None
     directory = comm.bcast(directory, root=0)
-    limits = {f"x{i}": (-5.12, 5.12) for i in range(args.dims)}
+    if args.integers:
+        limits: dict[str, Any] = {f"x{i}": (-5, 5) for i in range(args.dims)}
+    else:
+        limits = {f"x{i}": (-5.12, 5.12) for i in range(args.dims)}
     sleep = args.sleep
 
     def loss_fn(ind: Individual) -> float:
@@ -282,6 +287,11 @@ def main() -> None:
     )
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds the loss sleeps (default 0)")
     parser.add_argument("--dims", type=int, default=10, help="float parameters (default 10)")
+    parser.add_argument(
+        "--integers",
+        action="store_true",
+        help="integer parameters in -5..5 instead: a finite space, where workers confirm announcements",
+    )
     parser.add_argument("--pop-size", type=int, default=8, help="breeding pool of the default propagator")
     parser.add_argument("--seed", type=int, default=0, help="rank r uses seed + r")
     parser.add_argument("--directory", default=None, help="parent of the temporary checkpoint directories")
