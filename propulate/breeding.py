@@ -16,30 +16,29 @@ nobody has evaluated are listed once and drawn from; when there are none, the se
 :meth:`Breeder.breed` returns ``None``: the loop then stops the run, since every configuration has been
 evaluated (a space of 12 configurations costs 12 evaluations, whatever the budget).
 
-Announcements cannot be known before they arrive: two workers that breed the same configuration at the
-same moment both announce it before either knows of the other's. After announcing, a worker takes in what
-arrived and breeds again if a peer announced, or evaluated, the same configuration. With a float parameter
-a collision happens only by chance, and that one look is enough. Where collisions are likely, in a finite
-space (integers and categories only), with a propagator whose workers propose alike
-(:attr:`Propagator.replicated`, as :class:`ParallelNelderMead`), or once a worker bred a known
-configuration, one look is not enough: with more ranks than cores an announcement can wait in its sender's
-MPI queues while both workers look. There the worker takes in messages until every peer that may be
-breeding (:meth:`Breeder.may_be_breeding`) has matched its announcement (its synchronous send completed).
-If two workers bred the same configuration, the later of their last looks comes after the other worker
-matched its announcement, so at least one of them sees the other's. The lower rank keeps it: a worker that
-sees a lower rank's announcement breeds again; one that sees only higher ranks' waits for their next
-announcement (they breed again if they saw its own, else they evaluate it) and breeds again if it does not
-come in time. So the configuration is evaluated once, and not dropped by both, which in a nearly exhausted
-space would end the run with it unevaluated. Peers busy with an evaluation that is not due are not waited
-for (they do not breed), and the wait ends after :data:`MAX_WAIT` seconds at most (a peer whose evaluation
-overran). In an island of more than :data:`propulate.mpi.dissemination.RADIX` workers, where news is
-relayed, a match by the next hop says nothing of the others, and one look is all there is. Measured with 8
-workers on 2 cores and a zero-cost loss, 240 evaluations per launch: of a space of 360 configurations, one
-look repeated a configuration in about one launch in 60, the wait in none of 760 (260 with this code, 500
-with earlier variants of it);
-Nelder-Mead on a 2-D continuous space repeated a point in 7 of 40 launches with one look, in none of 60 with
-the wait. The wait made a generation 35 % longer there (1.7 to 2.3 ms), and one with a 10 ms evaluation
-1 to 3 % longer; a continuous space with the default propagator does not wait.
+Announcements cannot be known before they arrive: two workers that breed the same configuration at the same
+moment both announce it before either knows of the other's. After announcing, a worker takes in what arrived
+and breeds again if a peer announced, or evaluated, the same configuration. With a float parameter a collision
+happens only by chance, and that one look is enough. Where collisions are likely, in a finite space (integers
+and categories only), with a propagator whose workers propose alike (:attr:`Propagator.replicated`, as
+:class:`ParallelNelderMead`), or once a worker bred a known configuration, one look is not enough: with more
+ranks than cores an announcement can wait in its sender's MPI queues while both workers look. There the worker
+takes in messages until every peer that may be breeding (:meth:`Breeder.may_be_breeding`) has matched its
+announcement (its synchronous send completed). If two workers bred the same configuration, the later of their
+last looks comes after the other worker matched its announcement, so at least one of them sees the other's.
+The lower rank keeps it: a worker that sees a lower rank's announcement breeds again; one that sees only
+higher ranks' waits for their next announcement (they breed again if they saw its own, else they evaluate it)
+and breeds again if it does not come in time. So the configuration is evaluated once, and not dropped by both,
+which in a nearly exhausted space would end the run with it unevaluated. Peers busy with an evaluation that is
+not due are not waited for (they do not breed), and the wait ends after :data:`MAX_WAIT` seconds at most (a
+peer whose evaluation overran). In an island of more than :data:`propulate.mpi.dissemination.RADIX` workers,
+where news is relayed, a match by the next hop says nothing of the others, and one look is all there is.
+Measured with 8 workers on 2 cores and a zero-cost loss, 240 evaluations per launch: of a space of 360
+configurations, one look repeated a configuration in about one launch in 60, the wait in none of 760 (260 with
+this code, 500 with earlier variants of it); Nelder-Mead on a 2-D continuous space repeated a point in 7 of 40
+launches with one look, in none of 60 with the wait. The wait made a generation 35 % longer there (1.7 to 2.3
+ms), and one with a 10 ms evaluation 1 to 3 % longer; a continuous space with the default propagator does not
+wait.
 
 The breeder also keeps what its island peers said of their progress, so that the loop can keep breeding
 pools fresh: a worker that has started more than :data:`MAX_LAG` evaluations more than a peer whose
