@@ -45,8 +45,10 @@ log = logging.getLogger("propulate")
 #: Seconds the interpreter's exit waits for a writer's background thread to end (a flush in progress).
 EXIT_JOIN_TIMEOUT = 30.0
 
-# Every writer of this process whose thread may still run; see _end_writers().
+# The writers of this process still referenced (to close those left open at exit), and the background
+# threads that may still run, referenced apart: a thread can outlive its writer (see _end_writers()).
 _WRITERS: weakref.WeakSet[CheckpointWriter] = weakref.WeakSet()
+_THREADS: list[threading.Thread] = []
 
 
 def _end_writers() -> None:
@@ -55,10 +57,12 @@ def _end_writers() -> None:
     A background thread still running when the interpreter finalizes is stopped wherever it is; inside
     an h5py call it keeps h5py's global lock for good, and the main thread's next h5py object to be freed
     waits for that lock forever, while every other rank waits in ``MPI_Finalize`` (seen with gdb after an
-    injected failure, 8 ranks on 2 cores: the writer thread alive and h5py's lock taken at exit). ``close()``
-    does not wait for the thread (see there), and about half the ranks reached the exit with it still
-    running. Python runs this before it finalizes, while the threads can still finish, and before
-    mpi4py's ``MPI_Finalize``.
+    injected failure, 8 ranks on 2 cores). ``close()`` does not wait for the thread (see there), and the
+    thread, ending, drops the last reference to a writer the loop let go: the writer, its file and its
+    datasets are then freed in that thread, under h5py's lock, while the main thread may already be
+    finalizing (caught: the thread alive in ``Thread.run``'s cleanup, the writer gone, the lock taken).
+    So the threads are kept apart from the writers and joined here. Python runs this before it
+    finalizes, while the threads can still finish, and before mpi4py's ``MPI_Finalize``.
     """
     for writer in list(_WRITERS):
         if not writer._closed:
@@ -67,7 +71,8 @@ def _end_writers() -> None:
             except Exception as err:
                 log.error(f"Checkpoint: closing {writer.path} at exit failed: {err}")
         writer._stop.set()
-        writer._thread.join(EXIT_JOIN_TIMEOUT)
+    for thread in _THREADS:
+        thread.join(EXIT_JOIN_TIMEOUT)
 
 
 atexit.register(_end_writers)
@@ -165,6 +170,7 @@ class CheckpointWriter:
         self._thread = threading.Thread(target=self._run, name=f"propulate-checkpoint-{writer}", daemon=True)
         self._thread.start()
         _WRITERS.add(self)
+        _THREADS[:] = [thread for thread in _THREADS if thread.is_alive()] + [self._thread]
 
     def record(self, kind: Record, ind: Individual, home: int) -> None:
         """Queue one row describing ``ind`` (cheap: copies the position, no I/O)."""

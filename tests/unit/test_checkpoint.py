@@ -413,8 +413,10 @@ def test_the_interpreters_exit_closes_open_writers_and_waits_for_their_threads(t
     start_and_finish(closed, bred(make_uid(0, 0, 0), 0, 0), 1.0, 0)
     start_and_finish(left_open, bred(make_uid(0, 1, 0), 0, 0, rank=1), 2.0, 0)
     closed.close()
+    thread = closed._thread
+    del closed  # a thread can outlive its writer, and free it (its h5py objects) as it ends
     writer_module._end_writers()
-    assert not closed._thread.is_alive() and not left_open._thread.is_alive()
+    assert not thread.is_alive() and not left_open._thread.is_alive()
     assert left_open._closed
     checkpoint = load_checkpoint(tmp_path)
     assert checkpoint is not None and len(checkpoint.populations[0]) == 2
