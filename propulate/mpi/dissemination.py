@@ -134,8 +134,6 @@ class Relay:
         #: Whether this worker passes anybody's news on (never in an island of up to ``radix`` workers).
         self.relays = any(self._destinations[origin] for origin in range(size) if origin != rank)
         self._fingers = self._destinations[rank]
-        #: Ranks, in the mailbox's communicator, that this worker's own news goes to.
-        self.fingers = self._fingers
         # This worker's own news, for all its fingers, and what it passes on, per destination.
         self._own: list[_Item] = []
         self._outgoing: dict[int, list[_Item]] = {}
