@@ -8,17 +8,30 @@ the best, O(1) otherwise), so a worker that breeds from the same few best again 
 O(k); a deactivation among them drops it. Pollination needs the worst few: a second heap, ordered the
 other way, is built on the first such request and kept from then on. A set of hashes of every member's
 parameter values (:meth:`SearchSpace.key`) tells in O(1) whether a configuration is known.
+
+Bounded memory. Where nothing can deactivate a member (no migration, no pollination) and breeding reads
+only the best few, the others are never needed again for breeding: each addition can only push members out
+of the best ``k``, never bring one back. :meth:`release` then drops every member but the best ``keep`` from
+memory; what stays of the others is their configuration's key (the no-repeat rule needs it, a hash in a
+set: about 80 bytes per evaluation) and their count by status. They remain in the checkpoint,
+which :attr:`propulate.Propulator.population` reads them back from. The loop decides when
+(:func:`memory_limit`).
 """
 
 from __future__ import annotations
 
 import bisect
 import heapq
+import os
 from collections.abc import Callable, Iterable, Iterator
 
 from .individual import Individual, Status, loss_order
 
-__all__ = ["Population", "distinct_best"]
+__all__ = ["MEMORY_LIMIT", "Population", "distinct_best", "memory_limit"]
+
+#: Individuals a worker holds in memory before it releases those breeding no longer needs, unless the
+#: environment variable ``PROPULATE_MEMORY_LIMIT`` says otherwise (see :func:`memory_limit`).
+MEMORY_LIMIT = 4096
 
 # Individuals without a usable loss: kept and counted, never bred from, selected or summarized.
 _UNUSABLE = (Status.FAILED, Status.INTERRUPTED)
@@ -33,6 +46,10 @@ class Population:
     as in Propulate 1.2.2, which stores a cancelled individual with that loss); only completed ones count
     in the summary and as the run's best (:func:`distinct_best`). A failed or interrupted individual is
     kept (it counts as evaluated and travels with the population) but never chosen.
+
+    After :meth:`release`, iteration, ``len`` and :meth:`get` cover the members still in memory;
+    :attr:`n_known`, :attr:`released`, :meth:`knows`, :attr:`n_distinct` and :meth:`evaluation_counts`
+    cover every member ever stored.
     """
 
     def __init__(self) -> None:
@@ -48,6 +65,10 @@ class Population:
         self._top_k = 0
         # SearchSpace.key of every member's parameter values, whatever its status: what the island knows.
         self._keys: set[int] = set()
+        # Members dropped from memory by release(), and evaluations (not copies from another island) by
+        # status of every member ever stored.
+        self._released = 0
+        self._evaluated: dict[Status, int] = {}
 
     def __len__(self) -> int:
         return len(self._members)
@@ -62,6 +83,24 @@ class Population:
     def n_active(self) -> int:
         """Number of active individuals."""
         return len(self._active)
+
+    @property
+    def n_known(self) -> int:
+        """Number of members ever stored: those in memory and those released."""
+        return len(self._members) + self._released
+
+    @property
+    def released(self) -> int:
+        """Number of members :meth:`release` dropped from memory."""
+        return self._released
+
+    def evaluation_counts(self) -> dict[Status, int]:
+        """Return how many members were evaluated on this island, by status, released ones included.
+
+        Copies sent to this island by another (``migration_steps > 0``) are not counted: their evaluation
+        is counted on the island that made it.
+        """
+        return dict(self._evaluated)
 
     @property
     def n_distinct(self) -> int:
@@ -90,6 +129,8 @@ class Population:
             ind.active = False
         self._members[uid] = ind
         self._keys.add(ind.space.key(ind.position))
+        if ind.migration_steps == 0:
+            self._evaluated[ind.status] = self._evaluated.get(ind.status, 0) + 1
         if not ind.active or ind.status in _UNUSABLE:
             return
         self._active[uid] = ind
@@ -152,6 +193,32 @@ class Population:
             heapq.heapify(self._worst_heap)
         return _first(self._worst_heap, k, where)
 
+    def release(self, keep: int) -> int:
+        """Drop from memory every member but the ``keep`` active ones of lowest loss; return how many went.
+
+        The dropped members stay known (:meth:`knows`, :attr:`n_known`, :meth:`evaluation_counts`) but can
+        no longer be read, selected or deactivated. So only call it where nothing deactivates members
+        (an island without migration or pollination) and nothing reads more than the best ``keep``:
+        then breeding from :meth:`best` goes on exactly as if nothing had been dropped. O(n log keep).
+
+        Parameters
+        ----------
+        keep : int >= 0
+            How many of the best active members with a usable loss to keep (order of :meth:`best`).
+        """
+        kept = {ind.uid for ind in self.best(keep)}
+        before = len(self._members)
+        self._members = {uid: ind for uid, ind in self._members.items() if uid in kept}
+        self._active = {uid: ind for uid, ind in self._active.items() if uid in kept}
+        self._heap = [(loss_order(ind), ind.uid, ind) for ind in self._active.values()]
+        heapq.heapify(self._heap)
+        self._worst_heap = None
+        if self._top is not None and self._top_k > keep:
+            self._top = None
+        dropped = before - len(self._members)
+        self._released += dropped
+        return dropped
+
     def active(self) -> list[Individual]:
         """Return every active individual with a usable loss, in arrival order (O(number active))."""
         return list(self._active.values())
@@ -162,6 +229,29 @@ class Population:
         See :func:`distinct_best`; over every member, in arrival order.
         """
         return distinct_best(self._members.values(), k)
+
+
+def memory_limit() -> int:
+    """Return the members a worker holds in memory before it releases some: ``PROPULATE_MEMORY_LIMIT``.
+
+    Unset or empty: :data:`MEMORY_LIMIT` (4096). A worker releases only where that is exact (see the
+    module docstring and :class:`propulate.Propulator`); at least twice what it keeps stays in memory.
+
+    Raises
+    ------
+    ValueError
+        If the variable holds anything but a positive integer.
+    """
+    value = os.environ.get("PROPULATE_MEMORY_LIMIT", "").strip()
+    if not value:
+        return MEMORY_LIMIT
+    try:
+        limit = int(value)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise ValueError(f"PROPULATE_MEMORY_LIMIT: expected a positive number of individuals, got {value!r}")
+    return limit
 
 
 def distinct_best(individuals: Iterable[Individual], k: int) -> list[Individual]:

@@ -292,3 +292,48 @@ def test_summary_leaves_out_pruned_individuals():
         population.add(ind)
     assert [ind.loss for ind in population.distinct_best(3)] == [0.2, 0.3]
     assert [ind.loss for ind in population.best(3)] == [0.05, 0.2, 0.3]  # pruned ones still breed
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Releasing members from memory
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_release_keeps_the_best_and_remembers_the_rest(shuffled: Population) -> None:
+    shuffled.best(3)  # a cached answer must survive the release
+    keys = [ind.space.key(ind.position) for ind in shuffled]
+    assert shuffled.release(5) == 15
+    assert sorted(uids(list(shuffled))) == [0, 1, 2, 3, 4]
+    assert len(shuffled) == 5 and shuffled.n_known == 20 and shuffled.released == 15
+    assert shuffled.n_active == 5 and shuffled.n_distinct == 20
+    assert all(shuffled.knows(key) for key in keys)  # the no-repeat rule still sees every configuration
+    assert uids(shuffled.best(3)) == [0, 1, 2] and uids(shuffled.worst(2)) == [4, 3]
+    assert sum(shuffled.evaluation_counts().values()) == 20
+
+
+def test_breeding_after_a_release_reads_what_it_would_have_read(shuffled: Population) -> None:
+    whole = Population()
+    whole.extend(list(shuffled))
+    shuffled.release(8)
+    for uid, loss in [(20, 2.5), (21, 30.0), (22, -1.0), (23, 7.5), (24, 0.5)]:
+        for pop in (shuffled, whole):
+            pop.add(member(uid, loss, x=uid / 40))
+        assert uids(shuffled.best(8)) == uids(whole.best(8))
+    assert shuffled.release(8) == 5  # the 8 best are kept, the rest released again
+    assert uids(shuffled.best(8)) == uids(whole.best(8))
+    assert shuffled.n_known == whole.n_known == 25
+
+
+def test_release_counts_evaluations_by_status_but_not_immigrants() -> None:
+    pop = Population()
+    statuses = [Status.COMPLETED, Status.FAILED, Status.PRUNED, Status.COMPLETED]
+    for uid, status in enumerate(statuses):
+        ind = member(uid, float(uid), x=uid / 10)
+        ind.status = status
+        pop.add(ind)
+    immigrant = member(9, 0.1, x=0.9)
+    immigrant.migration_steps = 1
+    pop.add(immigrant)
+    pop.release(1)
+    assert pop.evaluation_counts() == {Status.COMPLETED: 2, Status.FAILED: 1, Status.PRUNED: 1}
+    assert uids(list(pop)) == [0]  # failed individuals never breed: released first
