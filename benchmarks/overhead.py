@@ -17,7 +17,8 @@ For each number of generations per worker given, rank 0 prints one JSON line:
   ``throughput_vs_ideal`` (with ``--sleep``): that over the ideal ``ranks / sleep``;
 - ``peak_rss_bytes``: the largest peak resident memory of a rank (``ru_maxrss``);
 - ``rss_growth_bytes_per_individual``: the largest growth of a rank's resident memory during the run,
-  divided by the individuals it stores at the end;
+  divided by the individuals it holds in memory at the end (a long run on one island releases all but the
+  best, see ``propulate.Propulator``'s *Memory*);
 - ``messages_per_evaluation`` and ``bytes_per_evaluation``: messages (one per destination) and their
   pickled bytes that all workers sent, divided by the evaluations;
 - ``checkpoint_bytes``: the checkpoint files on disk at the end of the run;
@@ -156,7 +157,7 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu
     gc.collect()
-    stored = len(propulator.population)
+    stored = len(propulator._population)  # held in memory (see Propulator: Memory)
     mailbox = propulator._mail
     figures: dict[str, Any] = {
         "wall": wall,

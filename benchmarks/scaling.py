@@ -37,7 +37,9 @@ rng=rng)``), sphere from
 ``peak_rss_mib_rank_0``, ``rss_growth_mib_rank_0``
     The same on rank 0, the first worker of the run (it plans each session and logs the progress line).
 ``busiest_rank``
-    The rank with the most messages sent, bytes sent, peak memory, memory growth and stored individuals.
+    The rank with the most messages sent, bytes sent, peak memory, memory growth and individuals held in
+    memory at the end (``stored_max``: their largest number; a long run on one island releases all but the
+    best, see ``propulate.Propulator``'s *Memory*).
 
 Each figure is then fitted against the number of workers ``N`` with ``a + b log2 N`` and ``a + b N``
 (``numpy.linalg.lstsq``); the script prints both fits, their residuals, which fits better (the smaller
@@ -183,7 +185,7 @@ def measure(args: argparse.Namespace) -> None:
     cpu = time.process_time() - cpu
     after = _maxrss_mib()
     propulator = islands.propulator
-    mine = (wall, cpu, before, after, *_sent(propulator), len(propulator.population))
+    mine = (wall, cpu, before, after, *_sent(propulator), len(propulator._population))
     ranks = world.gather(mine, root=0)
     if world.rank != 0:
         return

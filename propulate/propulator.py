@@ -35,6 +35,7 @@ from .checkpoint import (
     SessionPlan,
     archive,
     describe_session,
+    load_checkpoint,
     make_uid,
     share_plan,
     tidy_evaluation_folders,
@@ -51,7 +52,7 @@ from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
 from .objectives import Objectives, loss_vector, pareto_front
-from .population import Population
+from .population import Population, distinct_best, memory_limit
 from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin, SelectParetoBest, SelectParetoWorst
 from .run_results import KEPT, NoResultError, RunResults, gather_results
@@ -226,6 +227,18 @@ class Propulator:
     the propagator's and surrogate's hooks raise on one rank meanwhile is raised on every rank: that rank's
     exception there, :class:`propulate.errors.WorkerFailedError` naming it elsewhere.
 
+    Memory. A worker holds what breeding needs, not the run's history, where that is exact: on an island
+    that exchanges nothing with others (no migration, no pollination), with one loss and no surrogate, a
+    propagator that declares a finite :attr:`~propulate.propagators.Propagator.breeding_pool` ``P`` breeds
+    from the best ``P`` active individuals, and none of the others can ever be among them again. Once the
+    worker holds :func:`propulate.population.memory_limit` individuals (4,096 unless
+    ``PROPULATE_MEMORY_LIMIT`` says otherwise; at least twice what it keeps), it keeps the best
+    ``2 max(P, 100, keep_best_folders)`` in memory and releases the rest
+    (:meth:`propulate.population.Population.release`); they stay in the checkpoint, and :attr:`population`
+    reads them back from it. The no-repeat rule keeps a key of each (about 80 bytes per evaluation).
+    Elsewhere (migration, pollination, a propagator that takes the whole population, several objectives, a
+    surrogate) every individual stays in memory, as in Propulate 1.2.2.
+
     An exception on any rank outside the loss function (a propagator, a surrogate, the checkpoint writer)
     ends the run on every rank: the failing rank raises it, every other rank raises
     :class:`propulate.errors.WorkerFailedError` naming it, within :data:`FAILURE_GRACE` seconds plus the time
@@ -322,6 +335,9 @@ class Propulator:
         self.evaluator.folders = self._folders
 
         self._population = Population()
+        self._memory_limit = memory_limit()
+        # How many individuals stay in memory once the population is released; None where all must stay.
+        self._retained: int | None = None
         self.generation = 0
         self._resume = _resume_wanted(resume)
         self._session = 0
@@ -428,8 +444,19 @@ class Propulator:
 
     @property
     def population(self) -> list[Individual]:
-        """The individuals this worker knows of, in arrival order (on sub-ranks: after ``propulate()``)."""
-        return list(self._population)
+        """The individuals this worker knows of, in arrival order (on sub-ranks: after ``propulate()``).
+
+        Where the worker released individuals from memory (see *Memory* in the class docstring), the
+        island's population is read back from the checkpoint instead, in the checkpoint's order: after
+        :meth:`propulate` the same set, with every attribute the checkpoint stores; during a run, what its
+        files held at their last flush. Each access reads it again.
+        """
+        if not self._population.released:
+            return list(self._population)
+        checkpoint = load_checkpoint(self.checkpoint_path)
+        if checkpoint is None:
+            return list(self._population)
+        return list(checkpoint.populations.get(self.island_idx, []))
 
     # ----------------------------------------------------------------------------------------------- run
 
@@ -532,9 +559,14 @@ class Propulator:
         if self.is_worker_root:
             self._work(logging_interval, debug)
             self._settle_stop()
-            members = self.population if self.island_rank == 0 else None
+            first = self.island_rank == 0
+            counts = self._population.evaluation_counts() if first and self._population.released else None
             self._results = gather_results(
-                members, self._world, lambda request: wait(request, check), self.objectives is not None
+                self._island_results if first else None,
+                self._world,
+                lambda request: wait(request, check),
+                self.objectives is not None,
+                counts,
             )
             if self._folders.keep_best:
                 self._folders.settle(self._kept_best(self._folders.keep_best))
@@ -554,12 +586,11 @@ class Propulator:
         Sub-ranks hold them too, so user code may read them on any rank. Collective over the worker with
         ``broadcast`` (from its root); returns the root's ``extra`` on every rank.
         """
-        members, self.generation, extra = broadcast(
-            (self.population, self.generation, extra) if self.is_worker_root else None
+        population, self.generation, extra = broadcast(
+            (self._population, self.generation, extra) if self.is_worker_root else None
         )
         if not self.is_worker_root:
-            self._population = Population()
-            self._population.extend(members)
+            self._population = population
         return extra
 
     def _fail(self, err: BaseException) -> None:
@@ -711,6 +742,7 @@ class Propulator:
             ind.current = self.island_rank
         self._population = Population()
         self._population.extend(part["population"])
+        self._retained = None  # decided when the session begins
         self._learn_from(self._population)
         # The propagator learns the restored population first; a saved state then replaces what it
         # rebuilt from it (see Propagator.observe).
@@ -766,6 +798,8 @@ class Propulator:
             loud=self.island_rank == 0,
         )
         self._breeder.expect(self._island_peers, time.monotonic())
+        self._retained = self._retention()
+        self._release()
         self._started = 0
         # Whether workers of the island may well breed the same configuration at once (see _claim).
         propagator = self.propagator
@@ -916,11 +950,11 @@ class Propulator:
         elapsed = time.time() - self.start_time
         if self.objectives is not None:
             front = len(pareto_front(self.population))
-            known = f"{len(self._population)} individuals known, {front} on the Pareto front"
+            known = f"{self._population.n_known} individuals known, {front} on the Pareto front"
             return f"{known}, {elapsed:.1f} s elapsed"
         best = self._population.best(1)
         best_loss = f"{best[0].loss:.6g}" if best else "n/a"
-        return f"{len(self._population)} individuals known, best loss {best_loss}, {elapsed:.1f} s elapsed"
+        return f"{self._population.n_known} individuals known, best loss {best_loss}, {elapsed:.1f} s elapsed"
 
     def _await_peers(self) -> None:
         """Give island peers whose news is late a bounded time to deliver it, before breeding.
@@ -1095,11 +1129,46 @@ class Propulator:
         size = self._breeder.space.size if self._breeder.space is not None else "its"
         return f"the search space is exhausted: all {size} configurations are evaluated or being evaluated"
 
+    def _retention(self) -> int | None:
+        """How many individuals stay in memory when the rest is released; None where all must stay.
+
+        See *Memory* in the class docstring: releasing is exact only where nothing deactivates an
+        individual and nothing reads more than the best few.
+        """
+        pool = self._breeder.pool
+        if (
+            pool is None
+            or self.objectives is not None
+            or self.surrogate_factory is not None
+            or not isinstance(self.migration, IsolatedIslands)
+        ):
+            return None
+        return 2 * max(pool, KEPT, self._folders.keep_best)
+
+    def _release(self) -> None:
+        """Release the individuals breeding no longer needs once the worker holds its memory limit."""
+        retained = self._retained
+        if retained is not None and len(self._population) >= max(self._memory_limit, 2 * retained):
+            self._population.release(retained)
+
+    def _island_results(self) -> list[Individual]:
+        """Return the island's individuals for the run's results, once every worker closed its checkpoint.
+
+        Where some were released (see *Memory* in the class docstring), the best :data:`KEPT` distinct ones
+        are among those in memory unless fewer than that are there; then the checkpoint's population is
+        read.
+        """
+        members = list(self._population)
+        if self._population.released and len(distinct_best(members, KEPT)) < KEPT:
+            members = self.population
+        return members
+
     def _store(self, added: list[Individual], deactivated: list[int], kind: Record) -> None:
         """Store new individuals and deactivations and checkpoint them; the island hears of them next."""
         for ind in added:
             self._population.add(ind)
             self._record(kind, ind)
+        self._release()
         self._observe(added)
         if kind is Record.ARRIVED:
             self._learn_from(added)
@@ -1200,6 +1269,7 @@ class Propulator:
             self._progress.count(added)
         for uid in deactivated:
             population.deactivate(uid)
+        self._release()
         if said is not None:
             if said.key is None:
                 self._breeder.retire(source)
@@ -1403,6 +1473,8 @@ class Propulator:
         if self.is_worker_root:
             if self.objectives is None:
                 mine = self._population.distinct_best(top_n)
+                if self._population.released and len(mine) < top_n:
+                    mine = distinct_best(self.population, top_n)  # the rest is in the checkpoint
             else:
                 mine = sorted(pareto_front(self.population), key=loss_vector)
             gathered = self._world.allgather(mine)

@@ -15,7 +15,7 @@ rank.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from mpi4py import MPI
@@ -145,17 +145,20 @@ class RunResults:
 
 
 def gather_results(
-    island_members: Sequence[Individual] | None,
+    island_members: Sequence[Individual] | Callable[[], Sequence[Individual]] | None,
     comm: MPI.Comm,
     wait: Callable[[MPI.Request], None],
     multi_objective: bool = False,
+    counts: Mapping[Status, int] | None = None,
 ) -> RunResults:
     """Merge the islands' best distinct individuals over ``comm``; collective over ``comm``.
 
     Parameters
     ----------
-    island_members : sequence of Individual or None
-        Everything the island holds, on one worker per island (its first); ``None`` on every other.
+    island_members : sequence of Individual, callable or None
+        Everything the island holds, on one worker per island (its first); ``None`` on every other. A
+        callable returning them is called once every worker has arrived (their checkpoint files are
+        closed then, so it may read them).
     comm : MPI.Comm
         The roots of all workers.
     wait : callable
@@ -164,21 +167,30 @@ def gather_results(
         still evaluates.
     multi_objective : bool
         Also merge the islands' Pareto fronts into the run's (the same on every rank).
+    counts : mapping of Status to int, optional
+        The island's evaluations by status, where ``island_members`` holds only its best (a worker that
+        released individuals from memory, :meth:`propulate.population.Population.release`); by default
+        counted from ``island_members``.
     """
     wait(comm.Ibarrier())
     empty: list[Individual] | None = [] if multi_objective else None
     mine: tuple[list[Individual], dict[int, int], list[Individual] | None] = ([], {}, empty)
+    if callable(island_members):
+        island_members = island_members()
     if island_members is not None:
-        counts: dict[int, int] = {}
-        for ind in island_members:
-            if ind.migration_steps == 0:  # the evaluation itself, not a copy sent to another island
-                counts[int(ind.status)] = counts.get(int(ind.status), 0) + 1
+        tally: dict[int, int] = {}
+        if counts is not None:
+            tally = {int(status): n for status, n in counts.items()}
+        else:
+            for ind in island_members:
+                if ind.migration_steps == 0:  # the evaluation itself, not a copy sent to another island
+                    tally[int(ind.status)] = tally.get(int(ind.status), 0) + 1
         front = pareto_front(island_members) if multi_objective else None
-        mine = (distinct_best(island_members, KEPT), counts, front)
-    top, counts, front = comm.allreduce(mine, op=_MERGE)
+        mine = (distinct_best(island_members, KEPT), tally, front)
+    top, merged, front = comm.allreduce(mine, op=_MERGE)
     if front is not None:
         front.sort(key=loss_vector)
-    return RunResults(top, {Status(status): n for status, n in counts.items()}, front)
+    return RunResults(top, {Status(status): n for status, n in merged.items()}, front)
 
 
 def _merge(a: Any, b: Any, _datatype: Any = None) -> Any:

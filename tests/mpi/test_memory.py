@@ -1,0 +1,100 @@
+"""Bounded memory: a worker past its memory limit releases what breeding no longer needs, and nothing changes.
+
+``programs/memory_release.py`` checks collectively what the user sees (the population read back from the
+checkpoint, every evaluation once, the same on every worker; the run's counts; ``summarize`` within and
+beyond what stays in memory) and what breeding reads (the best individuals in memory are the population's).
+The serial test below compares a run that released with one that did not, evaluation by evaluation.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from mpi4py import MPI
+
+from propulate import Propulator
+from propulate.population import MEMORY_LIMIT, memory_limit
+from propulate.utils import get_default_propagator
+from propulate.utils.benchmark_functions import get_function_search_space
+
+
+def run_release(mpirun, ranks: int, limit: int, *args: str) -> str:
+    out = mpirun(
+        "memory_release.py",
+        ranks,
+        "--limit",
+        str(limit),
+        *args,
+        timeout=180,
+        env={"PROPULATE_MEMORY_LIMIT": str(limit)},
+    )
+    assert "OK" in out.stdout, out.stdout[-4000:]
+    return out.stdout
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8])
+def test_one_island_releases_past_its_limit_and_loses_nothing(mpirun, ranks):
+    generations = str(1200 // ranks)
+    run_release(mpirun, ranks, 100, "--generations", generations, "--expect-release")
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("ranks", [1, 4])
+def test_a_resumed_population_above_the_limit_is_released_when_the_session_begins(mpirun, ranks):
+    run_release(mpirun, ranks, 100, "--generations", str(600 // ranks), "--resume", "--expect-release")
+
+
+@pytest.mark.mpi
+def test_islands_with_pollination_keep_everything(mpirun):
+    # An immigrant deactivates the worst individual, which may be one released: nothing is released.
+    run_release(mpirun, 4, 100, "--generations", "150", "--num-islands", "2")
+
+
+@pytest.mark.mpi
+def test_a_run_under_its_limit_releases_nothing(mpirun):
+    run_release(mpirun, 2, 5000, "--generations", "300")
+
+
+def _serial_run(directory, limit: int, monkeypatch) -> tuple[list[tuple], Propulator]:
+    monkeypatch.setenv("PROPULATE_MEMORY_LIMIT", str(limit))
+    rastrigin, limits = get_function_search_space("rastrigin")
+    rng = random.Random(3)
+    propulator = Propulator(
+        rastrigin,
+        get_default_propagator(8, limits, rng=rng),
+        rng,
+        generations=900,
+        checkpoint_path=directory,
+        island_comm=MPI.COMM_SELF,
+        propulate_comm=MPI.COMM_SELF,
+    )
+    propulator.propulate(debug=0)
+    rows = sorted((ind.uid, ind.loss, tuple(ind.position)) for ind in propulator.population)
+    return rows, propulator
+
+
+def test_releasing_changes_no_evaluation(tmp_path, monkeypatch):
+    kept, whole = _serial_run(tmp_path / "whole", 100_000, monkeypatch)
+    released, bounded = _serial_run(tmp_path / "bounded", 50, monkeypatch)
+    assert whole._population.released == 0
+    assert bounded._population.released >= 500 and len(bounded._population) <= 400
+    assert released == kept  # the same 900 evaluations, bred from the same pools
+    for top_n in (3, 500):  # within what stays in memory, and beyond it (read from the checkpoint)
+        best = [[ind.uid for ind in worker] for worker in bounded.summarize(top_n=top_n, debug=0)]
+        assert best == [[ind.uid for ind in worker] for worker in whole.summarize(top_n=top_n, debug=0)]
+
+
+@pytest.mark.parametrize("value", ["0", "-3", "many", "1.5"])
+def test_a_bad_memory_limit_is_refused_naming_the_variable(monkeypatch, value):
+    monkeypatch.setenv("PROPULATE_MEMORY_LIMIT", value)
+    with pytest.raises(ValueError, match="PROPULATE_MEMORY_LIMIT"):
+        memory_limit()
+
+
+def test_the_memory_limit_defaults_when_unset(monkeypatch):
+    monkeypatch.delenv("PROPULATE_MEMORY_LIMIT", raising=False)
+    assert memory_limit() == MEMORY_LIMIT
+    monkeypatch.setenv("PROPULATE_MEMORY_LIMIT", " 256 ")
+    assert memory_limit() == 256
