@@ -17,8 +17,9 @@ For each number of generations per worker given, rank 0 prints one JSON line:
   ``throughput_vs_ideal`` (with ``--sleep``): that over the ideal ``ranks / sleep``;
 - ``peak_rss_bytes``: the largest peak resident memory of a rank (``ru_maxrss``);
 - ``rss_growth_bytes_per_individual``: the largest growth of a rank's resident memory during the run,
-  divided by the individuals it holds in memory at the end (a long run on one island releases all but the
-  best, see ``propulate.Propulator``'s *Memory*);
+  divided by the individuals it stored (``individuals_stored_per_rank``, the largest number);
+  ``individuals_in_memory_per_rank``: the largest number it still holds at the end (a long run on one
+  island releases all but the best, see ``propulate.Propulator``'s *Memory*);
 - ``messages_per_evaluation`` and ``bytes_per_evaluation``: messages (one per destination) and their
   pickled bytes that all workers sent, divided by the evaluations;
 - ``checkpoint_bytes``: the checkpoint files on disk at the end of the run;
@@ -157,12 +158,14 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu
     gc.collect()
-    stored = len(propulator._population)  # held in memory (see Propulator: Memory)
+    # Known: stored at some point; in memory: what is left after releasing (see Propulator's Memory).
+    stored, in_memory = propulator._population.n_known, len(propulator._population)
     mailbox = propulator._mail
     figures: dict[str, Any] = {
         "wall": wall,
         "cpu": cpu,
         "stored": stored,
+        "in_memory": in_memory,
         "rss_growth": resident_bytes() - before,
         "peak_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         "messages": mailbox.messages_sent,
@@ -249,6 +252,7 @@ def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[
         "peak_rss_bytes": max(f["peak_rss"] for f in gathered),
         "rss_growth_bytes_per_individual": max(f["rss_growth"] / max(f["stored"], 1) for f in gathered),
         "individuals_stored_per_rank": max(f["stored"] for f in gathered),
+        "individuals_in_memory_per_rank": max(f["in_memory"] for f in gathered),
         "messages_per_evaluation": sum(f["messages"] for f in gathered) / evaluations,
         "bytes_per_evaluation": sum(f["bytes"] for f in gathered) / evaluations,
         "checkpoint_bytes": gathered[0]["checkpoint_bytes"],
