@@ -106,11 +106,7 @@ import argparse
 import itertools
 import json
 import math
-import os
 import random
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -119,7 +115,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from suite import find_mpiexec
+from suite import run_mpi
 
 REPO = Path(__file__).resolve().parents[1]
 METHODS = ("propulate", "optuna-nsga2", "random")
@@ -412,37 +408,16 @@ def _breeding_windows(
 
 
 def launch(ranks: int, options: list[str], timeout: float) -> tuple[dict[str, Any] | None, str, float]:
-    """Run this file with ``options`` on ``ranks`` ranks; return its JSON line, its output and wall seconds.
+    """Run this file with ``options`` on ``ranks`` ranks (:func:`suite.run_mpi`).
 
-    The job runs in a session of its own; past ``timeout`` seconds its process group is sent SIGTERM, and
-    SIGKILL 30 s later. The line is ``None`` if the job failed or printed none.
+    Return its JSON line, its output and wall seconds; the line is ``None`` if the job failed or printed
+    none.
     """
-    command = [find_mpiexec(), "-n", str(ranks), sys.executable, str(Path(__file__).resolve()), *options]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    start = time.perf_counter()
-    job = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
-    )
-    try:
-        output, _ = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGTERM)
-        try:
-            output, _ = job.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
-            output, _ = job.communicate()
-        return None, output + f"\n(killed after {timeout:g} s)", time.perf_counter() - start
+    status, output, seconds = run_mpi(Path(__file__).resolve(), ranks, options, timeout)
     lines = [line for line in output.splitlines() if line.startswith("{")]
-    if job.returncode != 0 or not lines:
-        return None, output, time.perf_counter() - start
-    return json.loads(lines[-1]), output, time.perf_counter() - start
+    if status != 0 or not lines:
+        return None, output, seconds
+    return json.loads(lines[-1]), output, seconds
 
 
 def run_propulate(args: argparse.Namespace, problem: str, seed: int) -> dict[str, Any]:

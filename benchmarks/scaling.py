@@ -91,7 +91,6 @@ import math
 import os
 import random
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -100,7 +99,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from suite import find_mpiexec
+from suite import run_mpi
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -410,35 +409,8 @@ def check(args: argparse.Namespace) -> None:
 
 
 def launch(ranks: int, options: list[str], timeout: float) -> tuple[int, str, float]:
-    """Run this file with ``options`` on ``ranks`` ranks; return exit status, output and wall seconds.
-
-    The job runs in a session of its own; past ``timeout`` seconds ``mpiexec`` is sent SIGTERM (which it
-    passes on to the ranks), and SIGKILL 30 s later.
-    """
-    command = [find_mpiexec(), "-n", str(ranks), sys.executable, str(Path(__file__).resolve()), *options]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    start = time.perf_counter()
-    job = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
-    )
-    try:
-        output, _ = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        job.terminate()
-        try:
-            output, _ = job.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            output, _ = job.communicate()
-        return -1, output + f"\n(killed after {timeout:g} s)", time.perf_counter() - start
-    return job.returncode, output, time.perf_counter() - start
+    """Run this file with ``options`` on ``ranks`` ranks (:func:`suite.run_mpi`): status, output, seconds."""
+    return run_mpi(Path(__file__).resolve(), ranks, options, timeout)
 
 
 def worker_options(args: argparse.Namespace, layout: str, generations: int, checkpoint: Path) -> list[str]:

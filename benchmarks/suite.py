@@ -32,9 +32,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +56,40 @@ def find_mpiexec() -> str:
     if found is None:
         raise SystemExit(f"{Path(sys.argv[0]).name}: no mpiexec next to the interpreter or on PATH")
     return found
+
+
+def run_mpi(script: Path, ranks: int, options: list[str], timeout: float) -> tuple[int, str, float]:
+    """Run ``script`` with ``options`` under ``mpiexec -n ranks``; return exit status, output, wall seconds.
+
+    The benchmarks' drivers start their measurements this way: the repository first on ``PYTHONPATH``,
+    unbuffered output (stdout and stderr together), one thread per BLAS library, the job in a session of
+    its own. Past ``timeout`` seconds its process group is sent SIGTERM (``mpiexec`` passes it on to the
+    ranks), and SIGKILL 30 s later; the status is then -1 and the output ends with a line that says so.
+    """
+    command = [find_mpiexec(), "-n", str(ranks), sys.executable, str(script), *options]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+    }
+    start = time.perf_counter()
+    job = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    )
+    try:
+        output, _ = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGTERM)
+        try:
+            output, _ = job.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            output, _ = job.communicate()
+        return -1, output + f"\n(killed after {timeout:g} s)", time.perf_counter() - start
+    return job.returncode, output, time.perf_counter() - start
 
 
 def overhead(ranks: int, *options: str, timeout: float = 900.0) -> list[dict[str, Any]]:
