@@ -742,11 +742,13 @@ class Propulator:
             ind.current = self.island_rank
         self._population = Population()
         self._population.extend(part["population"])
-        self._retained = None  # decided when the session begins
         self._learn_from(self._population)
         # The propagator learns the restored population first; a saved state then replaces what it
         # rebuilt from it (see Propagator.observe).
         self._observe(self._population)
+        # Released at once past the limit: the worker's other ranks receive the store as it is now.
+        self._retained = self._retention()
+        self._release()
         state = part["state"]
         if state is not None:
             self.rng.setstate(state["rng"])

@@ -47,6 +47,12 @@ def test_a_resumed_population_above_the_limit_is_released_when_the_session_begin
 
 
 @pytest.mark.mpi
+def test_workers_of_two_ranks_hand_the_released_store_to_their_other_rank(mpirun):
+    args = ["--generations", "300", "--ranks-per-worker", "2", "--resume", "--expect-release"]
+    run_release(mpirun, 4, 100, *args)
+
+
+@pytest.mark.mpi
 def test_islands_with_pollination_keep_everything(mpirun):
     # An immigrant deactivates the worst individual, which may be one released: nothing is released.
     run_release(mpirun, 4, 100, "--generations", "150", "--num-islands", "2")

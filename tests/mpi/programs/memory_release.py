@@ -3,7 +3,9 @@
 One island of all ranks (or ``--num-islands`` islands with pollination, where nothing may be released) runs
 ``--generations`` per worker on Rastrigin with ``PROPULATE_MEMORY_LIMIT`` as the test sets it; with
 ``--resume`` a second ``Propulator`` continues from the checkpoint to ``--generations`` twice over (the
-restored population, above the limit, is released when the session begins). Checks on every rank:
+restored population, above the limit, is released as it is taken in, before the worker's other ranks get
+it); ``--ranks-per-worker 2`` makes workers of two ranks (the loss is computed on both, the first's counts).
+Checks on every rank:
 
 - whether the worker released individuals (``--expect-release``) and, if so, that it holds at most what
   the loop allows (``max(limit, 2 * retained)`` before the next release, retained ``2 * max(pool, 100)``);
@@ -42,6 +44,7 @@ parser.add_argument("--generations", type=int, default=100)
 parser.add_argument("--num-islands", type=int, default=1)
 parser.add_argument("--expect-release", action="store_true")
 parser.add_argument("--resume", action="store_true")
+parser.add_argument("--ranks-per-worker", type=int, default=1)
 parser.add_argument("--limit", type=int, required=True, help="PROPULATE_MEMORY_LIMIT, as the test sets it")
 args = parser.parse_args()
 
@@ -51,10 +54,14 @@ rastrigin, limits = get_function_search_space("rastrigin")
 directory = world.bcast(tempfile.mkdtemp() if world.rank == 0 else None)
 
 
+def loss(params: dict, comm: MPI.Comm = MPI.COMM_SELF) -> float:
+    return rastrigin(params)
+
+
 def build(generations: int) -> Islands:
     rng = random.Random(11 + world.rank)
     return Islands(
-        rastrigin,
+        loss,
         get_default_propagator(POP_SIZE, limits, rng=rng),
         rng,
         generations=generations,
@@ -62,20 +69,26 @@ def build(generations: int) -> Islands:
         migration_probability=0.3 if args.num_islands > 1 else 0.0,
         pollination=True,
         checkpoint_path=directory,
+        ranks_per_worker=args.ranks_per_worker,
     )
 
 
+failures: list[str] = []
+where = f"rank {world.rank}"
 islands = build(args.generations)
 islands.propulate(debug=0)
 generations = args.generations
 if args.resume:
     generations = 2 * args.generations
     islands = build(generations)
+    restored = islands.propulator._population
+    if not restored.released or len(restored) > max(args.limit, 2 * RETAINED):
+        failures.append(
+            f"{where}: {len(restored)} restored individuals in memory, {restored.released} released"
+        )
     islands.propulate(debug=0)
 propulator = islands.propulator
 store = propulator._population
-failures: list[str] = []
-where = f"rank {world.rank}"
 
 released = store.released > 0
 if released != args.expect_release:
@@ -87,7 +100,7 @@ if released and len(store) > max(args.limit, 2 * RETAINED):
 
 population = propulator.population
 island = propulator.island_idx
-workers = int(propulator.island_counts[island])
+workers = int(islands.layout.island_counts[island])  # workers, not ranks
 evaluated = [ind for ind in population if ind.migration_steps == 0]
 if len(evaluated) != generations * workers or len({ind.uid for ind in evaluated}) != len(evaluated):
     failures.append(
@@ -98,7 +111,7 @@ if len(population) != store.n_known:
 keys = {ind.space.key(ind.position) for ind in evaluated}
 if len(keys) != len(evaluated):
     failures.append(f"{where}: {len(evaluated) - len(keys)} repeated configurations")
-island_comm = world.Split(island, world.rank)
+island_comm = world.Split(island, world.rank)  # every rank of the island's workers
 uids = sorted(ind.uid for ind in population)
 if island_comm.allgather(uids) != [uids] * island_comm.size:
     failures.append(f"{where}: the workers of island {island} hold different populations")
@@ -106,7 +119,7 @@ island_comm.Free()
 
 results = propulator._results
 assert results is not None
-if sum(results.counts.values()) != generations * len(propulator.island_counts) * workers:
+if sum(results.counts.values()) != generations * len(islands.layout.island_counts) * workers:
     failures.append(f"{where}: the run counts {results.counts_text()}")
 
 active = sorted((ind for ind in population if ind.active), key=lambda ind: (loss_order(ind), ind.uid))
@@ -116,7 +129,7 @@ if pool != [ind.uid for ind in active[:POP_SIZE]]:
 
 for top_n in (5, 3 * RETAINED):
     summary = propulator.summarize(top_n=top_n, debug=0)
-    mine = [ind.uid for ind in summary[world.rank]]
+    mine = [ind.uid for ind in summary[world.rank // args.ranks_per_worker]]  # one list per worker
     expected = [ind.uid for ind in distinct_best(population, top_n)]
     if args.num_islands == 1 and mine != expected:
         failures.append(f"{where}: summarize(top_n={top_n}) gave {mine[:5]}..., expected {expected[:5]}...")
