@@ -235,7 +235,8 @@ class Propulator:
     ``PROPULATE_MEMORY_LIMIT`` says otherwise; at least twice what it keeps), it keeps the best
     ``2 max(P, 100, keep_best_folders)`` in memory and releases the rest
     (:meth:`propulate.population.Population.release`); they stay in the checkpoint, and :attr:`population`
-    reads them back from it. The no-repeat rule keeps a key of each (about 80 bytes per evaluation).
+    reads them back from it. The no-repeat rule keeps a key of each (about 80 bytes per evaluation). On
+    resume a worker takes in its island's whole population from the checkpoint and releases it at once.
     Elsewhere (migration, pollination, a propagator that takes the whole population, several objectives, a
     surrogate) every individual stays in memory, as in Propulate 1.2.2.
 
