@@ -199,7 +199,7 @@ class Population:
         The dropped members stay known (:meth:`knows`, :attr:`n_known`, :meth:`evaluation_counts`) but can
         no longer be read, selected or deactivated. So only call it where nothing deactivates members
         (an island without migration or pollination) and nothing reads more than the best ``keep``:
-        then breeding from :meth:`best` goes on exactly as if nothing had been dropped. O(n log keep).
+        then breeding from :meth:`best` goes on exactly as if nothing had been dropped. O(n + keep log n).
 
         Parameters
         ----------
@@ -235,7 +235,7 @@ def memory_limit() -> int:
     """Return the members a worker holds in memory before it releases some: ``PROPULATE_MEMORY_LIMIT``.
 
     Unset or empty: :data:`MEMORY_LIMIT` (4096). A worker releases only where that is exact (see the
-    module docstring and :class:`propulate.Propulator`); at least twice what it keeps stays in memory.
+    module docstring and :class:`propulate.Propulator`), and never before it holds twice what it keeps.
 
     Raises
     ------
