@@ -363,15 +363,54 @@ def test_offspring_carry_their_distribution_to_the_peers():
     assert getattr(travelled, TAG)[0] == 0 and np.array_equal(getattr(travelled, TAG)[1], mean)
 
 
-def test_offspring_are_drawn_ahead_of_the_mean_along_the_evolution_path():
+def test_offspring_are_drawn_from_the_distribution_predicted_for_the_end_of_their_evaluation():
+    """Delay compensation: the mean moved ahead by the averaged shift, the step size changed by the averaged
+    rate, for the updates during one evaluation; alone on its island a worker samples the current one."""
     single, island = (CMAPropagator(ActiveCMA(), box(1.0, 3), rng=0) for _ in range(2))
     island.bind(0, 9)  # lambda = ceil(4 sqrt(9)) = 12: 8 / 12 updates during one evaluation
     for propagator in (single, island):
-        propagator.par.p_c = np.array([1.0, -2.0, 0.5])
+        propagator.par.drift = np.array([1.0, -2.0, 0.5])
+        propagator.par.sigma_trend = -0.3
     par = island.par
-    shift = par.sigma * math.sqrt(par.c_c / ((2 - par.c_c) * par.mu_eff)) * par.p_c
-    np.testing.assert_allclose(getattr(island([])[0], TAG)[1], par.mean + 8 / 12 * shift)
-    np.testing.assert_array_equal(getattr(single([])[0], TAG)[1], single.par.mean)
+    _, mean, sigma = getattr(island([])[0], TAG)
+    np.testing.assert_allclose(mean, par.mean + 8 / 12 * par.sigma * par.drift)
+    assert sigma == pytest.approx(par.sigma * math.exp(-0.3 * 8 / 12))
+    _, mean, sigma = getattr(single([])[0], TAG)
+    np.testing.assert_array_equal(mean, single.par.mean)
+    assert sigma == single.par.sigma
+
+
+def test_the_predictions_average_the_mean_shifts_and_the_changes_of_the_step_size():
+    """``drift`` averages the mean shifts (in step sizes) at the rate ``c_c / 2``, ``sigma_trend`` the
+    logarithmic changes of the step size at the rate ``c_sigma``; both are checkpointed, and a state saved
+    without them (before they existed) leaves them at zero."""
+    propagator = CMAPropagator(ActiveCMA(), box(5.12, 4), rng=0)
+    par = propagator.par
+    means, sigmas = [par.mean.copy()], [par.sigma]
+    drift, trend = np.zeros(4), 0.0
+    for i in range(3 * par.lambda_):
+        ind = propagator([])[0]
+        propagator.observe(evaluated(ind, ellipsoid(ind.position), i))
+        if i % par.lambda_ == par.lambda_ - 1:
+            propagator([])  # learns the generation
+            drift = (1 - par.c_c / 2) * drift + par.c_c / 2 * (par.mean - means[-1]) / sigmas[-1]
+            trend = (1 - par.c_sigma) * trend + par.c_sigma * math.log(par.sigma / sigmas[-1])
+            means.append(par.mean.copy())
+            sigmas.append(par.sigma)
+    assert par.generation == 3
+    np.testing.assert_allclose(par.drift, drift, rtol=1e-12, atol=1e-15)
+    assert par.sigma_trend == pytest.approx(trend, rel=1e-12) and trend != 0.0
+    state = propagator.state_dict()
+    restored = CMAPropagator(ActiveCMA(), box(5.12, 4), rng=1)
+    restored.load_state_dict(state)
+    np.testing.assert_array_equal(restored.par.drift, par.drift)
+    assert restored.par.sigma_trend == par.sigma_trend
+    old = CMAPropagator(ActiveCMA(), box(5.12, 4), rng=1)
+    for key in ("drift", "sigma_trend"):
+        del state["par"][key]
+    old.load_state_dict(state)
+    np.testing.assert_array_equal(old.par.drift, np.zeros(4))
+    assert old.par.sigma_trend == 0.0 and old.par.generation == 3
 
 
 @pytest.mark.parametrize("lag", [0.0, 0.1], ids=["instant messages", "messages up to 10% of an evaluation"])
