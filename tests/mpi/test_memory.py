@@ -42,7 +42,7 @@ def test_one_island_releases_past_its_limit_and_loses_nothing(mpirun, ranks):
 
 @pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [1, 4])
-def test_a_resumed_population_above_the_limit_is_released_when_the_session_begins(mpirun, ranks):
+def test_a_resumed_population_above_the_limit_is_released_as_it_is_taken_in(mpirun, ranks):
     run_release(mpirun, ranks, 100, "--generations", str(600 // ranks), "--resume", "--expect-release")
 
 
