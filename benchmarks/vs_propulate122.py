@@ -48,7 +48,8 @@ What each job reports (rank 0, one JSON line):
     reaches the worker's ``Propulator`` through a module-level reference set after construction. An
     individual counts as evaluated when its ``evaltime`` is finite: both packages set ``evaltime`` to the
     epoch time at which the loss returned, before the individual is stored or sent; 1.2.2 keeps only
-    evaluated individuals in its population, propulate may also keep pending ones (``status``). "Produced"
+    evaluated individuals in its population, and so does propulate's store, whose count (``n_known``) is
+    taken instead: it includes the individuals a long run on one island releases from memory. "Produced"
     at that moment is the number of the island's evaluations whose ``evaltime`` is not later. The first form
     is the sum of seen over the sum of produced over all breedings, the second the mean of the per-breeding
     ratios over breedings with produced > 0. Both count the worker's own evaluations, which it always has.
@@ -138,9 +139,14 @@ def _evaluated_so_far() -> int:
     Both packages keep the population in arrival order and, in a fresh run on one island, add individuals
     only once evaluated and never remove any; a full count (O(population), about 0.2 ms at 1,000
     individuals) in every call would slow the zero-cost runs noticeably. Every ``RECOUNT_EVERY``-th call
-    checks the running count against a full one.
+    checks the running count against a full one. This package's store counts them itself.
     """
     global _COUNTED, _SEEN, _RECOUNT_MISMATCHES
+    store = getattr(_PROPULATOR, "_population", None)
+    if hasattr(store, "n_known"):
+        # This package: only evaluated individuals enter the store, which counts those it released from
+        # memory too (a long run on one island keeps only the best in memory, see Propulator's Memory).
+        return int(store.n_known)
     population = _PROPULATOR.population
     _SEEN += _evaluated(population[_COUNTED:])
     _COUNTED = len(population)

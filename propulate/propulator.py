@@ -339,6 +339,7 @@ class Propulator:
         self._memory_limit = memory_limit()
         # How many individuals stay in memory once the population is released; None where all must stay.
         self._retained: int | None = None
+        self._in_run = False  # inside propulate(): the island's checkpoint files are being written
         self.generation = 0
         self._resume = _resume_wanted(resume)
         self._session = 0
@@ -448,12 +449,17 @@ class Propulator:
         """The individuals this worker knows of, in arrival order (on sub-ranks: after ``propulate()``).
 
         Where the worker released individuals from memory (see *Memory* in the class docstring), the
-        island's population is read back from the checkpoint instead, in the checkpoint's order: after
-        :meth:`propulate` the same set, with every attribute the checkpoint stores; during a run, what its
-        files held at their last flush. Each access reads it again.
+        island's population is read back from the checkpoint instead, in the checkpoint's order: the same
+        set, with every attribute the checkpoint stores; each access reads it again. Not during
+        :meth:`propulate` (from the loss function, say), while the island's workers are writing those
+        files: there it gives the individuals in memory, the best ones where some were released.
         """
-        if not self._population.released:
+        if not self._population.released or self._in_run:
             return list(self._population)
+        return self._read_back()
+
+    def _read_back(self) -> list[Individual]:
+        """Return the island's population as the checkpoint holds it; only once its writers are closed."""
         checkpoint = load_checkpoint(self.checkpoint_path)
         if checkpoint is None:
             return list(self._population)
@@ -532,6 +538,7 @@ class Propulator:
             if threads_may_poll()
             else _nothing
         )
+        self._in_run = True
         try:
             with conditions, Watchdog(conditions, poll, _release_torch_group, lambda: evaluator.count):
                 outcome = self._run(logging_interval, debug)
@@ -541,6 +548,7 @@ class Propulator:
         finally:
             alarm.close()
             _release_torch_group()
+            self._in_run = False
         if outcome[0]:
             raise RunAbortedError(f"the run stopped on a failed evaluation: {outcome[1]}")
         if self._results is not None and self._results.all_failed:
@@ -1163,7 +1171,7 @@ class Propulator:
         """
         members = list(self._population)
         if self._population.released and len(distinct_best(members, KEPT)) < KEPT:
-            members = self.population
+            members = self._read_back()
         return members
 
     def _store(self, added: list[Individual], deactivated: list[int], kind: Record) -> None:

@@ -5,7 +5,9 @@ One island of all ranks (or ``--num-islands`` islands with pollination, where no
 ``--resume`` a second ``Propulator`` continues from the checkpoint to ``--generations`` twice over (the
 restored population, above the limit, is released as it is taken in, before the worker's other ranks get
 it); ``--ranks-per-worker 2`` makes workers of two ranks (the loss is computed on both, the first's counts).
-Checks on every rank:
+The loss function reads the worker's ``population`` at every call, as a user's loss may: during the run
+that gives what the worker holds in memory (reading the checkpoint files the island is writing would fail
+or crash). Checks on every rank:
 
 - whether the worker released individuals (``--expect-release``) and, if so, that it holds at most what
   the loop allows (``max(limit, 2 * retained)`` before the next release, retained ``2 * max(pool, 100)``);
@@ -54,7 +56,14 @@ rastrigin, limits = get_function_search_space("rastrigin")
 directory = world.bcast(tempfile.mkdtemp() if world.rank == 0 else None)
 
 
+# The worker's Propulator, for the loss function; and the most individuals it saw in the population.
+PROPULATOR = None
+SEEN_DURING_RUN = [0]
+
+
 def loss(params: dict, comm: MPI.Comm = MPI.COMM_SELF) -> float:
+    if PROPULATOR is not None:
+        SEEN_DURING_RUN[0] = max(SEEN_DURING_RUN[0], len(PROPULATOR.population))
     return rastrigin(params)
 
 
@@ -76,6 +85,7 @@ def build(generations: int) -> Islands:
 failures: list[str] = []
 where = f"rank {world.rank}"
 islands = build(args.generations)
+PROPULATOR = islands.propulator
 islands.propulate(debug=0)
 generations = args.generations
 if args.resume:
@@ -86,6 +96,7 @@ if args.resume:
         failures.append(
             f"{where}: {len(restored)} restored individuals in memory, {restored.released} released"
         )
+    PROPULATOR = islands.propulator
     islands.propulate(debug=0)
 propulator = islands.propulator
 store = propulator._population
@@ -95,6 +106,8 @@ if released != args.expect_release:
     failures.append(
         f"{where}: released {store.released} individuals, expected release: {args.expect_release}"
     )
+if released and SEEN_DURING_RUN[0] > max(args.limit, 2 * RETAINED):
+    failures.append(f"{where}: the loss function saw {SEEN_DURING_RUN[0]} individuals, not those in memory")
 if released and len(store) > max(args.limit, 2 * RETAINED):
     failures.append(f"{where}: {len(store)} individuals in memory, more than {max(args.limit, 2 * RETAINED)}")
 
