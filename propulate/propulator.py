@@ -459,10 +459,25 @@ class Propulator:
         return self._read_back()
 
     def _read_back(self) -> list[Individual]:
-        """Return the island's population as the checkpoint holds it; only once its writers are closed."""
-        checkpoint = load_checkpoint(self.checkpoint_path)
+        """Return the island's population as the checkpoint holds it; only once its writers are closed.
+
+        If the checkpoint cannot be read (moved away, or a file still being closed by another rank after a
+        failure), the individuals in memory, with a warning that says how many are missing.
+        """
+        try:
+            checkpoint = load_checkpoint(self.checkpoint_path)
+        except (CheckpointError, OSError) as err:
+            checkpoint, reason = None, f"it cannot be read ({err})"
+        else:
+            reason = "it holds nothing"
         if checkpoint is None:
-            return list(self._population)
+            population = self._population
+            log.warning(
+                f"population: {population.released} of the {population.n_known} individuals this worker "
+                f"knew were released from memory to the checkpoint in {self.checkpoint_path}, but {reason}; "
+                f"giving the {len(population)} in memory"
+            )
+            return list(population)
         return list(checkpoint.populations.get(self.island_idx, []))
 
     # ----------------------------------------------------------------------------------------------- run

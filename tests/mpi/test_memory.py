@@ -104,3 +104,12 @@ def test_the_memory_limit_defaults_when_unset(monkeypatch):
     assert memory_limit() == MEMORY_LIMIT
     monkeypatch.setenv("PROPULATE_MEMORY_LIMIT", " 256 ")
     assert memory_limit() == 256
+
+
+def test_a_checkpoint_moved_away_after_the_run_gives_the_individuals_in_memory(tmp_path, monkeypatch, caplog):
+    _, bounded = _serial_run(tmp_path / "bounded", 50, monkeypatch)
+    (tmp_path / "bounded").rename(tmp_path / "elsewhere")
+    with caplog.at_level("WARNING", logger="propulate"):
+        population = bounded.population
+    assert len(population) == len(bounded._population) < 900
+    assert "released from memory" in caplog.text and f"giving the {len(population)} in memory" in caplog.text
