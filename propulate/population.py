@@ -209,7 +209,7 @@ class Population:
         kept = {ind.uid for ind in self.best(keep)}
         before = len(self._members)
         self._members = {uid: ind for uid, ind in self._members.items() if uid in kept}
-        self._active = {uid: ind for uid, ind in self._active.items() if uid in kept}
+        self._active = dict(self._members)  # every member kept is active
         self._heap = [(loss_order(ind), ind.uid, ind) for ind in self._active.values()]
         heapq.heapify(self._heap)
         self._worst_heap = None

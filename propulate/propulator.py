@@ -584,13 +584,12 @@ class Propulator:
             self._work(logging_interval, debug)
             self._settle_stop()
             first = self.island_rank == 0
-            counts = self._population.evaluation_counts() if first and self._population.released else None
             self._results = gather_results(
-                self._island_results if first else None,
+                (lambda: self._island_members(KEPT)) if first else None,
                 self._world,
                 lambda request: wait(request, check),
                 self.objectives is not None,
-                counts,
+                self._population.evaluation_counts() if first else None,
             )
             if self._folders.keep_best:
                 self._folders.settle(self._kept_best(self._folders.keep_best))
@@ -824,8 +823,6 @@ class Propulator:
             loud=self.island_rank == 0,
         )
         self._breeder.expect(self._island_peers, time.monotonic())
-        self._retained = self._retention()
-        self._release()
         self._started = 0
         # Whether workers of the island may well breed the same configuration at once (see _claim).
         propagator = self.propagator
@@ -1177,16 +1174,15 @@ class Propulator:
         if retained is not None and len(self._population) >= max(self._memory_limit, 2 * retained):
             self._population.release(retained)
 
-    def _island_results(self) -> list[Individual]:
-        """Return the island's individuals for the run's results, once every worker closed its checkpoint.
+    def _island_members(self, k: int) -> list[Individual]:
+        """Return individuals of the island among which are its ``k`` best distinct ones; after a run only.
 
-        Where some were released (see *Memory* in the class docstring), the best :data:`KEPT` distinct ones
-        are among those in memory unless fewer than that are there; then the checkpoint's population is
-        read.
+        Those in memory, unless some were released (see *Memory* in the class docstring) and fewer than
+        ``k`` distinct ones stayed: then the checkpoint's population, once every worker closed its files.
         """
         members = list(self._population)
-        if self._population.released and len(distinct_best(members, KEPT)) < KEPT:
-            members = self._read_back()
+        if self._population.released and len(distinct_best(members, k)) < k:
+            return self._read_back()
         return members
 
     def _store(self, added: list[Individual], deactivated: list[int], kind: Record) -> None:
@@ -1498,9 +1494,7 @@ class Propulator:
         gathered: list[list[Individual]] | None = None
         if self.is_worker_root:
             if self.objectives is None:
-                mine = self._population.distinct_best(top_n)
-                if self._population.released and len(mine) < top_n:
-                    mine = distinct_best(self.population, top_n)  # the rest is in the checkpoint
+                mine = distinct_best(self._island_members(top_n), top_n)
             else:
                 mine = sorted(pareto_front(self.population), key=loss_vector)
             gathered = self._world.allgather(mine)

@@ -168,9 +168,9 @@ def gather_results(
     multi_objective : bool
         Also merge the islands' Pareto fronts into the run's (the same on every rank).
     counts : mapping of Status to int, optional
-        The island's evaluations by status, where ``island_members`` holds only its best (a worker that
-        released individuals from memory, :meth:`propulate.population.Population.release`); by default
-        counted from ``island_members``.
+        The island's evaluations by status, as its population tallies them
+        (:meth:`propulate.population.Population.evaluation_counts`, which also counts the individuals a
+        worker released from memory); by default counted from ``island_members``.
     """
     wait(comm.Ibarrier())
     empty: list[Individual] | None = [] if multi_objective else None
