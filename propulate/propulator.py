@@ -769,7 +769,9 @@ class Propulator:
         # The propagator learns the restored population first; a saved state then replaces what it
         # rebuilt from it (see Propagator.observe).
         self._observe(self._population)
-        # Released at once past the limit: the worker's other ranks receive the store as it is now.
+        # What stays in memory is decided here, once per session (every session takes its plan in here),
+        # and a restored population past the limit is released at once: the worker's other ranks receive
+        # the store as it is now.
         self._retained = self._retention()
         self._release()
         state = part["state"]
