@@ -35,7 +35,6 @@ from .checkpoint import (
     SessionPlan,
     archive,
     describe_session,
-    load_checkpoint,
     make_uid,
     share_plan,
     tidy_evaluation_folders,
@@ -51,11 +50,11 @@ from .mpi.dissemination import LINGER, LINGER_CAP, Relay, Relaying
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
-from .objectives import Objectives, loss_vector, pareto_front
-from .population import Population, distinct_best, memory_limit
+from .objectives import Objectives, pareto_front
+from .population import Population, memory_limit
 from .progress import Progress
 from .propagators.base import Propagator, SelectMax, SelectMin, SelectParetoBest, SelectParetoWorst
-from .run_results import KEPT, NoResultError, RunResults, gather_results
+from .run_results import KEPT, RunResults, RunResultsMixin, gather_results
 from .space import SearchSpace
 from .surrogate import NullSurrogate
 from .validation import check_int, check_probability, check_seconds
@@ -104,7 +103,7 @@ def _find_space(obj: object, depth: int = 0) -> SearchSpace | None:
     return None
 
 
-class Propulator:
+class Propulator(RunResultsMixin):
     """The asynchronous evolutionary optimizer of one island's worker.
 
     Used directly it optimizes one island without migration; :class:`propulate.Islands` builds one per
@@ -443,42 +442,6 @@ class Propulator:
         else:
             self.migration = IsolatedIslands()
             self.pollination = False
-
-    @property
-    def population(self) -> list[Individual]:
-        """The individuals this worker knows of, in arrival order (on sub-ranks: after ``propulate()``).
-
-        Where the worker released individuals from memory (see *Memory* in the class docstring), the
-        island's population is read back from the checkpoint instead, in the checkpoint's order: the same
-        set, with every attribute the checkpoint stores; each access reads it again. Not during
-        :meth:`propulate` (from the loss function, say), while the island's workers are writing those
-        files: there it gives the individuals in memory, the best ones where some were released.
-        """
-        if not self._population.released or self._in_run:
-            return list(self._population)
-        return self._read_back()
-
-    def _read_back(self) -> list[Individual]:
-        """Return the island's population as the checkpoint holds it; only once its writers are closed.
-
-        If the checkpoint cannot be read (moved away, or a file still being closed by another rank after a
-        failure), the individuals in memory, with a warning that says how many are missing.
-        """
-        try:
-            checkpoint = load_checkpoint(self.checkpoint_path)
-        except (CheckpointError, OSError) as err:
-            checkpoint, reason = None, f"it cannot be read ({err})"
-        else:
-            reason = "it holds nothing"
-        if checkpoint is None:
-            population = self._population
-            log.warning(
-                f"population: {population.released} of the {population.n_known} individuals this worker "
-                f"knew were released from memory to the checkpoint in {self.checkpoint_path}, but {reason}; "
-                f"giving the {len(population)} in memory"
-            )
-            return list(population)
-        return list(checkpoint.populations.get(self.island_idx, []))
 
     # ----------------------------------------------------------------------------------------------- run
 
@@ -1176,17 +1139,6 @@ class Propulator:
         if retained is not None and len(self._population) >= max(self._memory_limit, 2 * retained):
             self._population.release(retained)
 
-    def _island_members(self, k: int) -> list[Individual]:
-        """Return individuals of the island among which are its ``k`` best distinct ones; after a run only.
-
-        Those in memory, unless some were released (see *Memory* in the class docstring) and fewer than
-        ``k`` distinct ones stayed: then the checkpoint's population, once every worker closed its files.
-        """
-        members = list(self._population)
-        if self._population.released and len(distinct_best(members, k)) < k:
-            return self._read_back()
-        return members
-
     def _store(self, added: list[Individual], deactivated: list[int], kind: Record) -> None:
         """Store new individuals and deactivations and checkpoint them; the island hears of them next."""
         for ind in added:
@@ -1388,129 +1340,6 @@ class Propulator:
                 "individual "
                 "to replace and were added without replacement."
             )
-
-    # --------------------------------------------------------------------------------------- results
-
-    @property
-    def best(self) -> Individual:
-        """The individual of lowest loss of the whole run, all islands; on every rank after ``propulate()``.
-
-        A copy: its parameters (``best.params()`` or ``best["lr"]``), ``best.loss``, ``best.metrics``, and
-        where it was evaluated (``island``, ``rank``, ``generation``). Pruned individuals (an interim loss)
-        and failed ones are never the best.
-
-        Raises
-        ------
-        propulate.run_results.NoResultError
-            (a ``RuntimeError``) before ``propulate()`` returned, or if no evaluation of the run completed.
-        """
-        return self._run_results().best
-
-    @property
-    def best_params(self) -> dict[str, Any]:
-        """The parameters of :attr:`best`, as the loss function received them; see :attr:`best`."""
-        return self._run_results().best.params()
-
-    @property
-    def best_loss(self) -> float:
-        """The loss of :attr:`best`; see :attr:`best`."""
-        return float(self._run_results().best.loss)
-
-    def top(self, n: int = 5) -> list[Individual]:
-        """Return the ``n`` best distinct individuals of the whole run, all islands, best first.
-
-        Available on every rank after ``propulate()``, without communication (see
-        :mod:`propulate.run_results`). Distinct: no two have the same parameters and loss (a migrant and its
-        copies count once). :meth:`summarize` gives the best of each worker instead, as in Propulate 1.2.2.
-
-        Parameters
-        ----------
-        n : int in [1, 100]
-            How many; fewer when the run has fewer distinct completed individuals.
-
-        Raises
-        ------
-        ValueError
-            If ``n`` is out of range (for more, :func:`propulate.results.load_dataframe` reads them all).
-        propulate.run_results.NoResultError
-            Before ``propulate()`` returned.
-        """
-        return self._run_results().top(n)
-
-    @property
-    def pareto_front(self) -> list[Individual]:
-        """The Pareto front of the whole run, all islands; on every rank after ``propulate()``.
-
-        In a run with several ``objectives``: copies of the distinct completed individuals that no other
-        completed individual of the run dominates (:func:`propulate.objectives.pareto_front`), in the order
-        of the first objective; each holds its :attr:`~Individual.losses` (maximized objectives negated;
-        :meth:`propulate.objectives.Objectives.values` turns them back). Gathered over the islands' fronts,
-        without communication after ``propulate()`` (see :mod:`propulate.run_results`).
-
-        Raises
-        ------
-        propulate.run_results.NoResultError
-            (a ``RuntimeError``) before ``propulate()`` returned, in a run with one loss (use :attr:`best`),
-            or if no evaluation of the run completed.
-        """
-        return self._run_results().front
-
-    def _kept_best(self, n: int) -> list[Individual]:
-        """Return the individuals whose evaluation folders outlive the run: the best n, or n of the front."""
-        results = self._run_results()
-        if not results.multi_objective:
-            return results.top(n)
-        front = results.front if results.counts[Status.COMPLETED] else []
-        return front[:: max(1, math.ceil(len(front) / n))][:n] if front else []
-
-    def _run_results(self) -> RunResults:
-        if self._results is None:
-            raise NoResultError("the results of the run are known once propulate() has returned")
-        return self._results
-
-    # --------------------------------------------------------------------------------------- summary
-
-    def summarize(self, top_n: int = 1, debug: int = 1) -> list[list[Individual]]:
-        """Log and return the best ``top_n`` distinct individuals of each worker; collective over all ranks.
-
-        Parameters
-        ----------
-        top_n : int >= 0
-            How many individuals per worker; more than exist returns what exists.
-        debug : int
-            Logs the results of each island (first rank only) when >= 1.
-
-        Returns
-        -------
-        list of list of Individual
-            One list per worker (in ``propulate_comm`` order), best first; the same on every rank. In a run
-            with several objectives, each worker's list is its island's Pareto front instead (all of it,
-            whatever ``top_n``), in the order of the first objective.
-
-        Raises
-        ------
-        ValueError
-            If ``top_n`` is not a non-negative int (on every rank).
-        """
-        check_int("top_n", top_n, 0)
-        gathered: list[list[Individual]] | None = None
-        if self.is_worker_root:
-            if self.objectives is None:
-                mine = distinct_best(self._island_members(top_n), top_n)
-            else:
-                mine = sorted(pareto_front(self.population), key=loss_vector)
-            gathered = self._world.allgather(mine)
-        gathered = self._worker.bcast(gathered, root=0)
-        assert gathered is not None
-        if debug >= 1 and self.is_worker_root and self._world.rank == 0:
-            for island, first in enumerate(self.island_displs):
-                lines = "\n".join(f"  {i + 1}. {ind}" for i, ind in enumerate(gathered[first]))
-                if self.objectives is not None:
-                    count = len(gathered[first])
-                    log.info(f"Pareto front of island {island}, {count} individual(s):\n{lines}")
-                else:
-                    log.info(f"Top {len(gathered[first])} result(s) on island {island}:\n{lines}")
-        return gathered
 
 
 def progress_interval() -> float:
