@@ -68,6 +68,7 @@ other, so the ranks share them out (each rank runs its share one after the other
 use all ranks together.
 
 Per run, rank 0 prints one JSON line: ``problem``, ``method``, ``seed``, ``regret_<budget>`` for each budget,
+``incumbent_at_<budget>`` (the incumbent's place in the completion order, from 1: when it was found),
 ``evaluations``, ``duplicate_share`` (evaluations whose configuration an earlier evaluation of the same run
 already had, in completion order, before the table was exhausted; over all evaluations), ``exhausted``
 (whether the run evaluated every configuration of the table), ``configurations``, ``optimum`` and
@@ -229,6 +230,7 @@ class Table:
             prefix = trace[:budget]
             incumbent = min(range(len(prefix)), key=lambda i: prefix[i][1])
             record[f"regret_{budget}"] = self.means[self.key(prefix[incumbent][0])] - self.optimum
+            record[f"incumbent_at_{budget}"] = incumbent + 1
         seen: set[Index] = set()
         duplicates = 0
         for index, _ in trace:
