@@ -8,7 +8,7 @@ import random
 import pytest
 
 from propulate import Individual, Status
-from propulate.population import Population
+from propulate.population import KeySet, Population
 
 LIMITS = {"x": (0.0, 1.0), "n": (0, 3), "c": ("a", "b")}
 TEMPLATE = Individual({"x": 0.5, "n": 1, "c": "a"}, LIMITS)
@@ -337,3 +337,57 @@ def test_release_counts_evaluations_by_status_but_not_immigrants() -> None:
     pop.release(1)
     assert pop.evaluation_counts() == {Status.COMPLETED: 2, Status.FAILED: 1, Status.PRUNED: 1}
     assert uids(list(pop)) == [0]  # failed individuals never breed: released first
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_key_set_agrees_with_a_python_set_across_merges(seed: int) -> None:
+    rng = random.Random(seed)
+    keys = KeySet(min_batch=16)
+    lazy = KeySet(min_batch=16)  # asked for its length now and then only, as a run asks
+    reference: set[int] = set()
+    # Few distinct values, so that many additions repeat a key held in the set or in the array.
+    pool = [rng.randrange(-(2**63), 2**63) for _ in range(600)] + [-(2**63), 2**63 - 1, 0, -1]
+    for i in range(3000):
+        key = rng.choice(pool)
+        keys.add(key)
+        lazy.add(key)
+        reference.add(key)
+        assert len(keys) == len(reference)
+        if i % 250 == 0:
+            assert len(lazy) == len(reference)
+        if i % 97 == 0:
+            assert all((k in keys) == (k in reference) for k in pool)
+    assert keys._sorted.size > 0 and len(keys._recent) < keys.merge_at
+    assert sorted(keys._sorted.tolist()) == keys._sorted.tolist()
+    assert set(keys._sorted.tolist()) | keys._recent == reference
+    assert len(set(keys._sorted.tolist())) == keys._sorted.size  # a merge adds only keys not there yet
+
+
+def test_key_set_merges_in_batches_that_grow_with_it() -> None:
+    keys = KeySet(min_batch=4)
+    for key in range(4):
+        keys.add(key)
+    assert keys._sorted.tolist() == [0, 1, 2, 3] and not keys._recent
+    for key in range(4, 200):
+        keys.add(key)
+    assert len(keys) == 200 and keys.merge_at == max(4, keys._sorted.size // 8)
+    assert keys._sorted.size >= 200 - keys.merge_at
+
+
+def test_key_set_answers_no_for_what_cannot_be_a_key() -> None:
+    keys = KeySet(min_batch=1)
+    keys.add(5)
+    assert keys._sorted.size == 1
+    assert 5 in keys and 6 not in keys and 2**64 not in keys and "5" not in keys and 5.5 not in keys
+    with pytest.raises(OverflowError):
+        keys.add(2**64)
+
+
+def test_population_knows_keys_in_the_merged_array() -> None:
+    population = Population()
+    population._keys = KeySet(min_batch=8)
+    inds = [member(uid, float(uid), x=uid / 40) for uid in range(40)]
+    population.extend(inds)
+    assert population._keys._sorted.size > 0
+    assert population.n_distinct == 40
+    assert all(population.knows(ind.space.key(ind.position)) for ind in inds)
