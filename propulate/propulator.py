@@ -226,18 +226,18 @@ class Propulator(RunResultsMixin):
     the propagator's and surrogate's hooks raise on one rank meanwhile is raised on every rank: that rank's
     exception there, :class:`propulate.errors.WorkerFailedError` naming it elsewhere.
 
-    Memory. A worker holds what breeding needs, not the run's history, where that is exact: on an island
-    that exchanges nothing with others (no migration, no pollination), with one loss and no surrogate, a
-    propagator that declares a finite :attr:`~propulate.propagators.Propagator.breeding_pool` ``P`` breeds
-    from the best ``P`` active individuals, and none of the others can ever be among them again. Once the
-    worker holds :func:`propulate.population.memory_limit` individuals (4,096 unless
-    ``PROPULATE_MEMORY_LIMIT`` says otherwise; at least twice what it keeps), it keeps the best
-    ``2 max(P, 100, keep_best_folders)`` in memory and releases the rest
-    (:meth:`propulate.population.Population.release`); they stay in the checkpoint, and :attr:`population`
-    reads them back from it. The no-repeat rule keeps a key of each (about 80 bytes per evaluation). On
-    resume a worker takes in its island's whole population from the checkpoint and releases it at once.
-    Elsewhere (migration, pollination, a propagator that takes the whole population, several objectives, a
-    surrogate) every individual stays in memory, as in Propulate 1.2.2.
+    Memory. A worker holds what breeding needs, not the run's history, where that is exact: on an island that
+    exchanges nothing with others (no migration, no pollination), with one loss and no surrogate, a propagator
+    that declares a finite :attr:`~propulate.propagators.Propagator.breeding_pool` ``P`` breeds from the best
+    ``P`` active individuals, and none of the others can ever be among them again. Once the worker holds
+    :func:`propulate.population.memory_limit` individuals (4,096 unless ``PROPULATE_MEMORY_LIMIT`` says
+    otherwise; at least twice what it keeps), it keeps the best ``2 max(P, 100, keep_best_folders)`` in memory
+    and releases the rest (:meth:`propulate.population.Population.release`); they stay in the checkpoint, and
+    :attr:`population` reads them back from it. The no-repeat rule keeps a key of each (a 64-bit hash: 8 to 16
+    bytes per evaluation past 65,536, :class:`propulate.population.KeySet`). On resume a worker takes in its
+    island's whole population from the checkpoint and releases it at once. Elsewhere (migration, pollination,
+    a propagator that takes the whole population, several objectives, a surrogate) every individual stays in
+    memory, as in Propulate 1.2.2.
 
     An exception on any rank outside the loss function (a propagator, a surrogate, the checkpoint writer)
     ends the run on every rank: the failing rank raises it, every other rank raises

@@ -171,3 +171,18 @@ def test_hpo_bench_compares_the_methods_on_real_tables(mpirun, tmp_path):
         check=True,
     ).stdout
     assert "Regret after 20 evaluations" in again and "Regret after 40 evaluations" in again
+
+
+def test_key_memory_compares_the_stores():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "key_memory.py"), "--keys", "70000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = {line["store"]: line for line in json_lines(done.stdout)}
+    assert set(lines) == {"set", "keyset"} and all(line["keys"] == 70_000 for line in lines.values())
+    assert all(line["add_us"] > 0 and line["knows_us"] > 0 for line in lines.values())
+    # Past 65,536 keys the sorted array holds most of them: far below a Python set's bytes per key.
+    assert lines["keyset"]["held_bytes_per_key"] < lines["set"]["held_bytes_per_key"] / 2
