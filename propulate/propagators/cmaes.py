@@ -493,7 +493,7 @@ class CMAPropagator(Propagator):
         self._observe_new(inds)
         self._learn_ready()
         generation, mean, sigma = self._sampling_distribution()
-        offspring = Individual(self._sample(mean, sigma, self._shared_direction(generation)), self.space)
+        offspring = Individual(self._sample(mean, sigma, self._shared_direction()), self.space)
         setattr(offspring, TAG, (generation, mean, sigma))
         return [offspring]
 
@@ -513,8 +513,8 @@ class CMAPropagator(Propagator):
             self._sampling = (par.generation, mean, sigma)
         return self._sampling
 
-    def _shared_direction(self, generation: int) -> np.ndarray | None:
-        """Return the direction of this worker's next draw from ``generation``, shared out over the island.
+    def _shared_direction(self) -> np.ndarray | None:
+        """Return the direction of this worker's next draw from the current generation, shared out.
 
         Mirrored orthogonal sampling (H. Wang, M. Emmerich and T. Bäck, "Mirrored Orthogonal Sampling for
         Covariance Matrix Adaptation Evolution Strategies", Evolutionary Computation 27(4), 2019), spread
@@ -531,7 +531,8 @@ class CMAPropagator(Propagator):
         first generation, whose offspring are drawn around each worker's own initial mean.
         """
         par = self.par
-        if self._island_size == 1 or par.generation == 0:
+        generation = par.generation
+        if self._island_size == 1 or generation == 0:
             return None
         if self._directions_of != generation:
             self._directions_of, self._directions_drawn, self._orthogonal = generation, 0, {}

@@ -359,25 +359,25 @@ def test_the_island_shares_out_mirrored_orthogonal_directions():
     directions, the three pairs orthogonal; a worker's second draw takes the next free slot (6 + rank);
     alone, or in the first generation, a worker draws independently."""
     alone = CMAPropagator(ActiveCMA(), box(5.12), rng=0)
-    assert alone._shared_direction(0) is None
+    assert alone._shared_direction() is None
     ask_tell(alone, ellipsoid, 2 * alone.par.lambda_ + 1)
     generation = alone.par.generation
-    assert generation == 2 and alone._shared_direction(generation) is None
+    assert generation == 2 and alone._shared_direction() is None
     copies = [copy.deepcopy(alone) for _ in range(6)]
     for rank, worker in enumerate(copies):
         worker.bind(rank, 6)
         worker.np_rng = np.random.default_rng(rank)  # the workers' own generators differ
-    first = np.array([worker._shared_direction(generation) for worker in copies])
+    first = np.array([worker._shared_direction() for worker in copies])
     np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, rtol=1e-12)
     np.testing.assert_allclose(first[0::2], -first[1::2], rtol=0, atol=0)
     gram = first[0::2] @ first[0::2].T
     np.testing.assert_allclose(gram, np.eye(3), atol=1e-12)
-    second = copies[0]._shared_direction(generation)  # slot 6: pair 3, the next column
+    second = copies[0]._shared_direction()  # slot 6: pair 3, the next column
     np.testing.assert_allclose(first[0::2] @ second, 0.0, atol=1e-12)
     # The offspring follows its direction: u - mean along B D d, with a length of its own.
     worker = copies[2]
     mean, sigma = np.zeros(N_DIMS), 1e-3  # inside the box: the first draw is taken
-    direction = worker._shared_direction(generation)
+    direction = worker._shared_direction()
     par = worker.par
     u = (worker._sample(mean, sigma, direction) - worker.center) / worker.width
     along = par.B @ (par.D * direction)
@@ -388,7 +388,7 @@ def test_the_island_shares_out_mirrored_orthogonal_directions():
     later = copy.deepcopy(alone)
     later.bind(0, 6)
     assert later.par.generation == 3
-    assert abs(later._shared_direction(3) @ first[0]) < 1 - 1e-6
+    assert abs(later._shared_direction() @ first[0]) < 1 - 1e-6
 
 
 def test_offspring_carry_their_distribution_to_the_peers():
