@@ -46,7 +46,7 @@ from .individual import ERROR_CHARS, Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, Topology
 from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
-from .mpi.dissemination import LINGER, LINGER_CAP, Relay, Relaying
+from .mpi.dissemination import Relay, Relaying, linger
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
 from .mpi.worker_comm import WorkerComm, in_collective
@@ -1156,18 +1156,23 @@ class Propulator(RunResultsMixin):
                 self._writer.deactivated(uid, self.island_idx)
         self._news.queue(added, deactivated)
 
-    def _tell_island(self, announce: Individual | None = None, retire: bool = False) -> None:
+    def _tell_island(
+        self, announce: Individual | None = None, retire: bool = False, hold: bool = False
+    ) -> None:
         """Send the island's other workers what this worker stored since it last told them.
 
         With ``announce``, also the individual this worker starts evaluating, so that no peer breeds the
         same configuration meanwhile (see :mod:`propulate.breeding`); its evaluated individual reaches the
         peers with the next announcement, so one message per generation carries both. With ``retire``,
-        that this worker breeds no more (see :mod:`propulate.mpi.news`).
+        that this worker breeds no more (see :mod:`propulate.mpi.news`). With ``hold``, news that reaches
+        only workers that breed no more waits (see :meth:`Relay.flush`).
         """
+        if retire:
+            self._relay.retire(self._mail.comm.rank)
         update = self._news.update(announce, self._started, self._mean_period, retire)
         if update is not None:
             self._relay.originate(Tag.ISLAND_UPDATE, update)
-        self._relay.flush(self._mail)  # with what arrived to be passed on since the last flush
+        self._relay.flush(self._mail, hold)  # with what arrived to be passed on since the last flush
 
     def _receive(self, debug: int = -1) -> bool:
         """Take in and apply every message that has arrived; whether there were any.
@@ -1224,15 +1229,14 @@ class Propulator(RunResultsMixin):
     def _receive_and_forward(self) -> bool:
         """At the end of the run: take in what arrived; pass it, and immigrants, on to the island.
 
-        What arrives meanwhile is passed on together, as often as this worker did while it evaluated (once
-        per its mean generation time, at least :data:`~propulate.mpi.dissemination.LINGER` and at most
-        :data:`~propulate.mpi.dissemination.LINGER_CAP` seconds apart), and before it enters the drain's
-        barrier.
+        What arrives meanwhile is passed on together, about as often as this worker did while it evaluated
+        (:func:`~propulate.mpi.dissemination.linger`), to the workers that lead to one that still breeds;
+        the rest before it enters the drain's barrier and after it.
         """
         self._check_alarm()
         received = self._receive()
-        if time.monotonic() - self._relay.flushed >= min(max(LINGER, self._pace), LINGER_CAP):
-            self._tell_island()
+        if time.monotonic() - self._relay.flushed >= linger(self._pace):
+            self._tell_island(hold=True)
         return received
 
     def _take_update(self, source: int, update: tuple[Any, ...]) -> None:
@@ -1249,6 +1253,7 @@ class Propulator(RunResultsMixin):
         if said is not None:
             if said.key is None:
                 self._breeder.retire(source)
+                self._relay.retire(source)
             else:
                 self._breeder.announce(source, said.key, said.started, said.period, time.monotonic())
 

@@ -121,3 +121,87 @@ def test_only_islands_larger_than_the_radix_relay():
     island = [Relay(10, 64, rank, 4) for rank in range(64)]
     assert all(relay.relays for relay in island)
     assert all(len(relay._fingers) == len(fingers(64, 4)) for relay in island)
+
+
+@pytest.mark.parametrize("radix", [2, 8])
+@pytest.mark.parametrize(("first", "size"), [(0, 16), (5, 33), (0, 64)])
+def test_retired_relays_hold_back_only_what_reaches_no_breeding_worker(first, size, radix):
+    """Workers retire one by one and then flush with ``hold``; the end of the run (flushes without) still
+    delivers every item once, in order per sender, and what a holding worker sent led to a breeding one."""
+    rng = random.Random(size * 7 + radix)
+    network: dict[tuple[int, int], deque] = {}
+    relays = [Relay(first, size, rank, radix) for rank in range(size)]
+    boxes = [FakeMailbox(first + rank, network) for rank in range(size)]
+    received: list[list[tuple[int, int]]] = [[] for _ in range(size)]
+    per_sender = 12
+    sent_by = [0] * size
+    retired = [False] * size  # as every worker knows it: retirement news is instant in this model
+    held_sends = 0
+
+    def subtree(sender: int, dest: int) -> set[int]:
+        """Island ranks in the subtree of ``dest`` in the tree of ``sender``."""
+        found, frontier = set(), [(dest - sender) % size]
+        while frontier:
+            offset = frontier.pop()
+            found.add((sender + offset) % size)
+            frontier.extend(children(offset, size, radix))
+        return found
+
+    while any(n < per_sender for n in sent_by):
+        rank = rng.randrange(size)
+        if retired[rank]:
+            sources = [key for key, queue in network.items() if key[1] == first + rank and queue]
+            if sources:
+                items = network[rng.choice(sources)].popleft()
+                received[rank].extend(obj for _, _, obj in relays[rank].take(items))
+            before = {key: len(queue) for key, queue in network.items()}
+            relays[rank].flush(boxes[rank], hold=True)
+            for (source, dest), queue in network.items():
+                for message in list(queue)[before.get((source, dest), 0) :]:
+                    held_sends += 1
+                    reached = set().union(*(subtree(sender, dest - first) for sender, _, _ in message))
+                    assert any(not retired[r] for r in reached), "sent to a subtree of retired workers"
+            continue
+        relays[rank].originate(Tag.ISLAND_UPDATE, (first + rank, sent_by[rank]))
+        sent_by[rank] += 1
+        sources = [key for key, queue in network.items() if key[1] == first + rank and queue]
+        for key in sources:
+            while network[key]:
+                received[rank].extend(obj for _, _, obj in relays[rank].take(network[key].popleft()))
+        relays[rank].flush(boxes[rank])
+        if sent_by[rank] == per_sender:
+            retired[rank] = True
+            for relay in relays:
+                relay.retire(first + rank)
+    # The end of the run: every worker flushes all it holds until nothing is in flight.
+    while any(network.values()) or not all(relay.idle for relay in relays):
+        for rank in range(size):
+            for key in [key for key, queue in network.items() if key[1] == first + rank]:
+                while network[key]:
+                    received[rank].extend(obj for _, _, obj in relays[rank].take(network[key].popleft()))
+            relays[rank].flush(boxes[rank])
+    for rank in range(size):
+        got: dict[int, list[int]] = {}
+        for sender, number in received[rank]:
+            got.setdefault(sender, []).append(number)
+        assert got == {first + other: list(range(per_sender)) for other in range(size) if other != rank}
+    assert held_sends > 0  # holding workers still passed news on to the breeding ones
+
+
+def test_a_holding_relay_sends_to_the_subtree_of_the_last_breeding_worker_only():
+    size = 64
+    relays = [Relay(0, size, rank) for rank in range(size)]
+    network: dict[tuple[int, int], deque] = {}
+    for rank in range(size):
+        if rank != 17:
+            for relay in relays:
+                relay.retire(rank)
+    # Worker 0's own news, with hold: of its fingers 1..7, 8..56, only 16 leads to 17 (16's subtree: 16..23).
+    relays[0].originate(Tag.ISLAND_UPDATE, "news")
+    box = FakeMailbox(0, network)
+    relays[0].flush(box, hold=True)
+    assert {dest for (_, dest), queue in network.items() if queue} == {16}
+    assert not relays[0].idle
+    relays[0].flush(box)  # the end of the run: the rest goes out
+    assert {dest for (_, dest), queue in network.items() if queue} == set(range(1, 8)) | set(range(8, 57, 8))
+    assert relays[0].idle and box.sent == len(fingers(size))
