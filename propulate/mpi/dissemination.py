@@ -158,7 +158,7 @@ class Relay:
     Attributes
     ----------
     flushed : float
-        ``time.monotonic()`` when :meth:`flush` last sent something.
+        ``time.monotonic()`` when :meth:`flush` last sent something, or held it back (``hold``).
     """
 
     def __init__(self, first: int, size: int, rank: int, radix: int | None = None) -> None:
@@ -175,7 +175,7 @@ class Relay:
         self._own: list[_Item] = []
         self._outgoing: dict[int, list[_Item]] = {}
         self._held: dict[int, list[_Item]] = {}  # what waits for the end of the run (see flush)
-        self.flushed = -math.inf  # time.monotonic() of the last flush that sent something
+        self.flushed = -math.inf  # time.monotonic() of the last flush that sent or held news
         # Which workers of the island still breed (by rank in the island), and per offset from a sender the
         # number of workers in the subtree of the worker at that offset: its lowest non-zero base-radix
         # digit's place value, clipped at the island's end (the whole island for the sender).
