@@ -72,6 +72,14 @@ class FakeMailbox:
             self.sent += 1
 
 
+def by_sender(received: list[tuple[int, int]]) -> dict[int, list[int]]:
+    """The numbers a worker received, per sender, in the order received."""
+    got: dict[int, list[int]] = {}
+    for sender, number in received:
+        got.setdefault(sender, []).append(number)
+    return got
+
+
 @pytest.mark.parametrize("radix", [2, 3, 8])
 @pytest.mark.parametrize(("first", "size"), [(0, 1), (0, 2), (3, 7), (0, 16), (5, 33)])
 def test_relays_deliver_each_item_once_in_order_per_sender_whatever_the_interleaving(first, size, radix):
@@ -102,10 +110,7 @@ def test_relays_deliver_each_item_once_in_order_per_sender_whatever_the_interlea
             polls[rank] += 1
     for rank in range(size):
         expected = {first + other: list(range(per_sender)) for other in range(size) if other != rank}
-        got: dict[int, list[int]] = {}
-        for sender, number in received[rank]:
-            got.setdefault(sender, []).append(number)
-        assert got == ({} if size == 1 else expected)
+        assert by_sender(received[rank]) == ({} if size == 1 else expected)
         assert relays[rank].idle
     # Messages: one per destination and flush; destinations are the worker's fingers.
     for rank in range(size):
@@ -147,6 +152,12 @@ def test_retired_relays_hold_back_only_what_reaches_no_breeding_worker(first, si
             frontier.extend(children(offset, size, radix))
         return found
 
+    def take_all(rank: int) -> None:
+        """Worker ``rank`` takes in every message waiting for it."""
+        for key in [key for key, queue in network.items() if key[1] == first + rank]:
+            while network[key]:
+                received[rank].extend(obj for _, _, obj in relays[rank].take(network[key].popleft()))
+
     while any(n < per_sender for n in sent_by):
         rank = rng.randrange(size)
         if retired[rank]:
@@ -164,10 +175,7 @@ def test_retired_relays_hold_back_only_what_reaches_no_breeding_worker(first, si
             continue
         relays[rank].originate(Tag.ISLAND_UPDATE, (first + rank, sent_by[rank]))
         sent_by[rank] += 1
-        sources = [key for key, queue in network.items() if key[1] == first + rank and queue]
-        for key in sources:
-            while network[key]:
-                received[rank].extend(obj for _, _, obj in relays[rank].take(network[key].popleft()))
+        take_all(rank)
         relays[rank].flush(boxes[rank])
         if sent_by[rank] == per_sender:
             retired[rank] = True
@@ -176,15 +184,11 @@ def test_retired_relays_hold_back_only_what_reaches_no_breeding_worker(first, si
     # The end of the run: every worker flushes all it holds until nothing is in flight.
     while any(network.values()) or not all(relay.idle for relay in relays):
         for rank in range(size):
-            for key in [key for key, queue in network.items() if key[1] == first + rank]:
-                while network[key]:
-                    received[rank].extend(obj for _, _, obj in relays[rank].take(network[key].popleft()))
+            take_all(rank)
             relays[rank].flush(boxes[rank])
     for rank in range(size):
-        got: dict[int, list[int]] = {}
-        for sender, number in received[rank]:
-            got.setdefault(sender, []).append(number)
-        assert got == {first + other: list(range(per_sender)) for other in range(size) if other != rank}
+        expected = {first + other: list(range(per_sender)) for other in range(size) if other != rank}
+        assert by_sender(received[rank]) == expected
     assert held_sends > 0  # holding workers still passed news on to the breeding ones
 
 
