@@ -100,6 +100,9 @@ class Breeder:
         Who breeds, for the log (e.g. ``"Island 0, worker 3"``).
     loud : bool
         Log at INFO (one worker per island), else at DEBUG, the first time this worker draws uniformly.
+    space : SearchSpace, optional
+        The search space of the offspring, if known before the first breeding: it reads the peers'
+        announced configurations for a propagator that takes them (:meth:`Propagator.pending`).
 
     Attributes
     ----------
@@ -118,6 +121,7 @@ class Breeder:
         rng: random.Random,
         name: str = "",
         loud: bool = False,
+        space: SearchSpace | None = None,
     ) -> None:
         self.propagator = propagator
         self.population = population
@@ -128,9 +132,13 @@ class Breeder:
         self.pool = propagator.breeding_pool if isinstance(propagator, Propagator) else None
         self.repeats = 0
         self.draws = 0
-        self.space: SearchSpace | None = None
+        self.space: SearchSpace | None = space
+        # Whether the propagator takes the configurations the island's peers evaluate now.
+        self._tells_pending = isinstance(propagator, Propagator) and propagator.uses_pending
         # What each island peer evaluates now, as far as it told us, and how many peers evaluate each key.
         self._announced: dict[int, int] = {}
+        # The announced configurations as SearchSpace.canonical wrote them, for Propagator.pending.
+        self._configurations: dict[int, bytes] = {}
         self._running: Counter[int] = Counter()
         # Per island peer still breeding: evaluations it started this session, when it told us of the
         # last one (time.monotonic()), and how long its evaluations take on average (seconds).
@@ -144,7 +152,9 @@ class Breeder:
         """Start counting the island peers' progress: none has started an evaluation yet."""
         self._peers = {peer: (0, now, 0.0) for peer in peers}
 
-    def announce(self, peer: int, key: int, started: int, period: float, now: float) -> None:
+    def announce(
+        self, peer: int, key: int, started: int, period: float, now: float, configuration: bytes | None = None
+    ) -> None:
         """Note that ``peer`` started evaluating the configuration of ``key`` (its previous one is done).
 
         Parameters
@@ -159,9 +169,13 @@ class Breeder:
             Its mean evaluation time so far, seconds.
         now : float
             ``time.monotonic()`` when the news arrived.
+        configuration : bytes, optional
+            The configuration as :meth:`SearchSpace.canonical` wrote it (``key`` is its hash).
         """
         self._forget(peer)
         self._announced[peer] = key
+        if configuration is not None:
+            self._configurations[peer] = configuration
         self._running[key] += 1
         self._peers[peer] = (started, now, period)
 
@@ -171,6 +185,7 @@ class Breeder:
         self._peers.pop(peer, None)
 
     def _forget(self, peer: int) -> None:
+        self._configurations.pop(peer, None)
         previous = self._announced.pop(peer, None)
         if previous is not None:
             self._running[previous] -= 1
@@ -236,6 +251,9 @@ class Breeder:
             If the propagator returns no individuals.
         """
         parents = self.population.best(self.pool) if self.pool is not None else self.population.active()
+        if self._tells_pending:
+            assert isinstance(self.propagator, Propagator)
+            self.propagator.pending(self.pending_positions())
         for attempt in range(1, MAX_ATTEMPTS + 1):
             ind = self._offspring(parents)
             space = self.space = ind.space
@@ -251,6 +269,23 @@ class Breeder:
             # The propagator moves particles (PSO): the drawn one starts at rest, as a particle must move.
             drawn.velocity = np.zeros_like(ind.velocity)
         return drawn
+
+    def pending_positions(self) -> np.ndarray:
+        """Return the configurations the island's peers evaluate now, as far as they told this worker.
+
+        One row per peer evaluation under way whose result this worker does not hold yet, as a position
+        of the offspring's search space; shape ``(n_pending, ndim)`` (``(0, 0)`` before the space is known).
+        O(number of peers).
+        """
+        space = self.space
+        if space is None:
+            return np.zeros((0, 0))
+        rows = [
+            space.from_canonical(configuration)
+            for peer, configuration in self._configurations.items()
+            if not self.population.knows(self._announced[peer])
+        ]
+        return np.array(rows) if rows else np.zeros((0, space.ndim))
 
     def _offspring(self, parents: list[Individual]) -> Individual:
         offspring = as_list(self.propagator(parents))

@@ -786,6 +786,7 @@ class Propulator(RunResultsMixin):
             self.rng,
             f"Island {self.island_idx}, worker {self.island_rank}",
             loud=self.island_rank == 0,
+            space=None if self._limits is None else SearchSpace.of(self._limits),
         )
         self._breeder.expect(self._island_peers, time.monotonic())
         self._started = 0
@@ -1255,7 +1256,9 @@ class Propulator(RunResultsMixin):
                 self._breeder.retire(source)
                 self._relay.retire(source)
             else:
-                self._breeder.announce(source, said.key, said.started, said.period, time.monotonic())
+                self._breeder.announce(
+                    source, said.key, said.started, said.period, time.monotonic(), said.configuration
+                )
 
     # ------------------------------------------------------------------------------------- migration
 

@@ -399,6 +399,25 @@ class SearchSpace:
             block[which] = 1.0
         return canonical.tobytes()
 
+    def from_canonical(self, data: bytes) -> np.ndarray:
+        """Return a position of the configuration that :meth:`canonical` wrote as ``data``.
+
+        The inverse of :meth:`canonical` up to positions of equal values: a slot that :meth:`canonical`
+        wrote as the decoded value of a log scale holds its logarithm again. Shape ``(ndim,)``, a new array.
+
+        Raises
+        ------
+        ValueError
+            If ``data`` is not ``8 * ndim`` bytes long.
+        """
+        if len(data) != 8 * self.ndim:
+            raise ValueError(f"data: expected {8 * self.ndim} bytes of a configuration, got {len(data)}")
+        position = np.frombuffer(data, dtype=np.float64).copy()
+        for p in self._snapped:
+            if p.log:
+                position[p.offset] = math.log(position[p.offset])
+        return position
+
     def key(self, position: np.ndarray) -> int:
         """Return a hash of the values ``position`` decodes to: ``hash`` of :meth:`canonical`.
 

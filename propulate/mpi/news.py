@@ -41,11 +41,15 @@ class Announcement:
         Evaluations the peer has started this session, this one included.
     period : float >= 0
         The peer's mean evaluation time so far, seconds.
+    configuration : bytes or None
+        The configuration as :meth:`SearchSpace.canonical` wrote it (``key`` is its hash); ``None`` if the
+        peer retires. :meth:`SearchSpace.from_canonical` reads it back.
     """
 
     key: int | None
     started: int
     period: float
+    configuration: bytes | None = None
 
 
 class IslandNews:
@@ -124,5 +128,6 @@ class IslandNews:
         said = None
         if announcement is not None:
             configuration, started, period = announcement
-            said = Announcement(None if configuration is None else hash(configuration), started, period)
+            key = None if configuration is None else hash(configuration)
+            said = Announcement(key, started, period, configuration)
         return runs, deactivated, said

@@ -55,10 +55,13 @@ class Propagator:
       evaluated it, so that a propagator can learn in O(1) per evaluation (ask/tell);
     - :meth:`reject`: called when the loop discards an offspring that repeats an individual the island
       already knows, before it calls :meth:`__call__` again;
+    - :meth:`pending`: called before each breeding with the configurations the island's other workers are
+      evaluating now, for propagators that keep their proposals away from them;
     - :meth:`state_dict` / :meth:`load_state_dict`: the state worth checkpointing.
 
-    One breeding is therefore: ``__call__`` (and, for each offspring discarded as a duplicate, ``reject``
-    and ``__call__`` again), then the evaluation, then ``observe`` of the evaluated individual.
+    One breeding is therefore: ``pending`` (if overridden), ``__call__`` (and, for each offspring discarded
+    as a duplicate, ``reject`` and ``__call__`` again), then the evaluation, then ``observe`` of the
+    evaluated individual.
 
     Parameters
     ----------
@@ -154,6 +157,27 @@ class Propagator:
         evaluated by some worker). The loop calls :meth:`__call__` again afterwards, a bounded number of
         times; a propagator whose proposals are deterministic should then propose something else.
         """
+
+    def pending(self, positions: np.ndarray) -> None:
+        """Learn which configurations the island's other workers are evaluating now.
+
+        Called by the loop right before each breeding (not again after a :meth:`reject`), only if a
+        subclass overrides it. Which evaluations are under way is known from the workers' announcements
+        (see :mod:`propulate.breeding`): one that started after this worker last took in messages is not
+        among them, and the list holds none whose result this worker already has.
+
+        Parameters
+        ----------
+        positions : numpy.ndarray
+            Shape ``(n_pending, ndim)``: one position of the search space per evaluation under way (every
+            parameter on its value, category blocks one-hot); ``n_pending`` is at most the number of the
+            island's other workers and may be 0.
+        """
+
+    @property
+    def uses_pending(self) -> bool:
+        """Whether :meth:`pending` does anything: the loop reads the announcements for it otherwise not."""
+        return type(self).pending is not Propagator.pending
 
     @property
     def observes(self) -> bool:

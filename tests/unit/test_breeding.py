@@ -341,3 +341,45 @@ def test_the_model_island_spreads_work_over_workers() -> None:
     counts = Counter(ind.rank for ind in evaluated)
     assert len(evaluated) == 200 and min(counts.values()) > 20
     assert not any(math.isnan(ind.loss) for ind in evaluated)
+
+
+class PendingRecorder(Propagator):
+    """Records what the loop tells it is being evaluated, and proposes uniform draws."""
+
+    def __init__(self, limits: dict[str, Any], rng: random.Random) -> None:
+        super().__init__(-1, 1, rng)
+        self.init = InitUniform(limits, rng=rng)
+        self.told: list[np.ndarray] = []
+
+    def pending(self, positions: np.ndarray) -> None:
+        self.told.append(positions)
+
+    def __call__(self, inds: list[Individual]) -> list[Individual]:
+        return self.init(inds)
+
+
+def test_a_propagator_that_takes_pending_evaluations_is_told_the_peers_announced_configurations() -> None:
+    limits = {"lr": (1e-4, 1e-1), "layers": (1, 8), "act": ("relu", "tanh")}
+    space = SearchSpace.of(limits)
+    population = Population()
+    propagator = PendingRecorder(limits, random.Random(1))
+    assert propagator.uses_pending and not Propagator(-1, 1).uses_pending
+    breeder = Breeder(propagator, population, random.Random(2), space=space)
+    breeder.expect([1, 2, 3], 0.0)
+    rng = random.Random(3)
+    announced = {peer: space.sample(rng) for peer in (1, 2, 3)}
+    for peer, position in announced.items():
+        configuration = space.canonical(position)
+        breeder.announce(peer, hash(configuration), 1, 0.0, 0.0, configuration)
+    breeder.breed()
+    assert len(propagator.told) == 1
+    told = {space.key(row) for row in propagator.told[0]}
+    assert told == {space.key(p) for p in announced.values()}
+    # A peer that retired, and one whose result this worker already holds, evaluate nothing now.
+    breeder.retire(1)
+    done = Individual(announced[2].copy(), limits)
+    done.uid, done.loss, done.status = 0, 1.0, Status.COMPLETED
+    population.add(done)
+    breeder.breed()
+    assert [space.key(row) for row in propagator.told[1]] == [space.key(announced[3])]
+    assert propagator.told[1].shape == (1, space.ndim)

@@ -49,6 +49,8 @@ def test_a_first_message_reads_back_whether_it_carries_individuals_an_announceme
         if with_announcement:
             assert said is not None
             assert (said.key, said.started, said.period) == (space.key(announce.position), 4, 0.1)
+            assert said.configuration is not None
+            np.testing.assert_array_equal(space.from_canonical(said.configuration), announce.position)
         else:
             assert said is None
 

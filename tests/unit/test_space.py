@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from propulate import Categorical, Float, Integer
 from propulate.errors import SearchSpaceError
 from propulate.space import Kind, SearchSpace
 
@@ -308,3 +309,30 @@ def test_sampling_uses_only_the_given_rng() -> None:
     assert global_rng_state() == before
     for a, b in zip(first, second, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_from_canonical_reads_back_every_parameter_type() -> None:
+    """What a worker announces (canonical bytes) reads back as a position of the same configuration:
+    log scales (float and int), steps, integers, categories of any type."""
+    limits = {
+        "lr": Float(1e-5, 1e-1, log=True),
+        "units": Integer(8, 512, log=True),
+        "dropout": Float(0.0, 0.5, step=0.05),
+        "layers": (1, 8),
+        "act": ("relu", "tanh"),
+        "flag": Categorical((True, None, 3)),
+        "x": (-1.0, 1.0),
+    }
+    space = SearchSpace.of(limits)
+    rng = random.Random(5)
+    for _ in range(200):
+        position = space.sample(rng)
+        position += np.random.default_rng(rng.randrange(1 << 30)).normal(0, 0.1, space.ndim) * (
+            space.upper - space.lower
+        )
+        position = space.clip(position)
+        back = space.from_canonical(space.canonical(position))
+        assert space.decode(back) == space.decode(position)
+        assert space.key(back) == space.key(position)
+    with pytest.raises(ValueError, match="data: expected"):
+        space.from_canonical(b"\0" * 8)
