@@ -1,4 +1,4 @@
-"""Propagators (evolutionary operators): base and genetic operators, PSO, CMA-ES, Nelder–Mead, NSGA-II."""
+"""Propagators (evolutionary operators): genetic operators, PSO, CMA-ES, Nelder–Mead, NSGA-II, TPE."""
 
 from .base import (
     Compose,
@@ -32,9 +32,11 @@ from .pso import (
     StatelessPSO,
     VelocityClampingPSO,
 )
+from .tpe import TPE
 
 __all__ = [
     "NSGA2",
+    "TPE",
     "ActiveCMA",
     "BasicCMA",
     "BasicPSO",
