@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import random
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import import_module
 from pathlib import Path
 from typing import Any, ClassVar
@@ -27,10 +27,11 @@ from ..propagators import (
     SelectMin,
     SelectUniform,
 )
+from ..propagators.tpe import TPE
 from ..space import SearchSpace
 from ..validation import check_int, check_probability, check_real
 
-__all__ = ["get_default_propagator", "rank_rng", "set_logger_config"]
+__all__ = ["get_default_propagator", "get_tpe_propagator", "rank_rng", "set_logger_config", "warm_start"]
 
 _SUBMODULES = frozenset({"benchmark_functions", "distributed"})
 
@@ -167,6 +168,110 @@ def get_default_propagator(
         steps.append(IntervalMutationNormal(space, sigma_factor=sigma_factor, probability=1.0, rng=rng))
     steps.append(InitUniform(space, parents=1, probability=random_init_prob, rng=rng))
     return Conditional(pop_size, Compose(steps), InitUniform(space, rng=rng))
+
+
+def get_tpe_propagator(
+    limits: Mapping[str, Any],
+    rng: random.Random | int | None = None,
+    n_startup: int = 10,
+    enqueue: Sequence[Mapping[str, Any]] = (),
+) -> TPE:
+    """Return the recommended search: a tree-structured Parzen estimator made for asynchronous workers.
+
+    A model of the island's results proposes each configuration (Bergstra et al., NeurIPS 2011; Watanabe
+    2023), keeping away from what the island's other workers evaluate at the moment, after an initial
+    design of a scrambled Sobol sequence shared out over the workers (:class:`propulate.propagators.TPE`,
+    whose docstring gives the algorithm). At budgets of 50 to 500 evaluations it finds better
+    configurations than :func:`get_default_propagator` (see ``docs/choosing.rst`` for the measurements).
+
+    Parameters
+    ----------
+    limits : dict or SearchSpace
+        The search space, any parameter types.
+    rng : random.Random or int, optional
+        This worker's generator, or an int seed, the same on every rank (recommended: the initial design
+        then differs between seeds; each rank derives its own generator, :func:`rank_rng`, stream 0).
+    n_startup : int >= 1
+        How many results the initial design gathers before the model proposes (the equivalent of
+        :func:`get_default_propagator`'s ``pop_size``).
+    enqueue : sequence of dict, optional
+        Configurations evaluated first, e.g. known good settings or :func:`warm_start` of an earlier run.
+
+    Returns
+    -------
+    TPE
+
+    Raises
+    ------
+    ValueError
+        For an out-of-range argument or an ``enqueue`` entry that does not fit ``limits``.
+    """
+    return TPE(limits, rng=rng, n_startup=n_startup, enqueue=enqueue)
+
+
+def warm_start(
+    checkpoint_path: str | Path, k: int = 10, limits: Mapping[str, Any] | None = None
+) -> list[dict]:
+    """Return the parameters of the ``k`` best completed evaluations of an earlier run's checkpoint.
+
+    For ``enqueue`` of :func:`get_tpe_propagator` (a transfer from a related problem: another data set, a
+    smaller model), or for a fresh run of the same problem with other settings. Reads the checkpoint
+    without MPI.
+
+    Parameters
+    ----------
+    checkpoint_path : str or pathlib.Path
+        The earlier run's ``checkpoint_path``.
+    k : int >= 1
+        How many configurations, best first (fewer if fewer completed).
+    limits : dict or SearchSpace, optional
+        The new search space: parameters it does not have are dropped, and a configuration with a value
+        outside it is skipped (default: the earlier run's space).
+
+    Returns
+    -------
+    list of dict
+        Parameter values, best loss first; distinct.
+
+    Raises
+    ------
+    ValueError
+        If ``k`` is not a positive int, or the checkpoint holds no completed evaluation.
+    propulate.checkpoint.CheckpointError
+        If the checkpoint cannot be read.
+    """
+    from ..checkpoint import load_checkpoint
+    from ..individual import Status
+
+    check_int("k", k, 1)
+    checkpoint = load_checkpoint(checkpoint_path)
+    completed = (
+        []
+        if checkpoint is None
+        else [ind for ind in checkpoint.population if ind.status is Status.COMPLETED and ind.losses is None]
+    )
+    if not completed:
+        raise ValueError(f"checkpoint_path: no completed evaluation in {checkpoint_path}")
+    space = None if limits is None else SearchSpace.of(limits)
+    chosen: list[dict] = []
+    seen: set[int] = set()
+    for ind in sorted(completed, key=lambda ind: ind.loss):
+        params = ind.params()
+        if space is not None:
+            params = {name: params[name] for name in space.names if name in params}
+            try:
+                position = space.encode(params)
+            except ValueError:
+                continue
+            key = space.key(position)
+        else:
+            key = ind.space.key(ind.position)
+        if key not in seen:
+            seen.add(key)
+            chosen.append(params)
+        if len(chosen) == k:
+            break
+    return chosen
 
 
 class _RankFilter(logging.Filter):
