@@ -128,9 +128,12 @@ BENCHMARKS = {
     "hpolib": ("HPOLib", "val_loss", None),
     "nasbench201": ("NASBench201", "val_acc", 100.0),
 }
-PROPULATE_METHODS = ("propulate", "propulate-pso", "propulate-cma", "propulate-nm")
-METHODS = (*PROPULATE_METHODS, "tpe", "random")
-LABELS = {"tpe": "TPE"}
+PROPULATE_METHODS = ("propulate", "propulate-ga", "propulate-pso", "propulate-cma", "propulate-nm")
+OPTUNA_METHODS = ("tpe", "tpe-parallel", "gp", "random")
+METHODS = (*PROPULATE_METHODS, *OPTUNA_METHODS)
+LABELS = {"tpe": "TPE", "tpe-parallel": "TPE (W workers)", "gp": "GP"}
+# What the recommended search is compared with, in the summary and the p-values.
+REFERENCES = ("tpe", "tpe-parallel", "gp", "random", "propulate-ga")
 # Standard constriction PSO: phi = c_cognitive + c_social = 4.1 (Clerc & Kennedy 2002).
 PHI_HALF = 2.05
 
@@ -255,11 +258,15 @@ def applies(method: str, table: Table) -> bool:
     return method not in ("propulate-cma", "propulate-nm") or table.all_numeric
 
 
-def _propagator(method: str, table: Table, pop_size: int, rng: random.Random, comm: MPI.Comm) -> Any:
+def _propagator(
+    method: str, table: Table, pop_size: int, rng: random.Random, seed: int, comm: MPI.Comm
+) -> Any:
     from propulate.propagators import Conditional
-    from propulate.utils import get_default_propagator
+    from propulate.utils import get_default_propagator, get_tpe_propagator
 
-    if method == "propulate":
+    if method == "propulate":  # the recommended search, seeded as recommended: the same int on every rank
+        return get_tpe_propagator(table.limits(), rng=seed)
+    if method == "propulate-ga":
         return get_default_propagator(pop_size, table.limits(), rng=rng)
     if method == "propulate-pso":
         from propulate.propagators import pso
@@ -294,7 +301,7 @@ def run_propulate(
         evaluations.append((time.time(), comm.rank, index, loss))
         return loss
 
-    propagator = _propagator(method, table, pop_size, rng, comm)
+    propagator = _propagator(method, table, pop_size, rng, seed, comm)
     directory = comm.bcast(tempfile.mkdtemp(prefix="propulate-hpo-bench-") if comm.rank == 0 else None)
     generations = math.ceil(max(budgets) / comm.size)
     propulator = propulate.Propulator(
@@ -316,25 +323,37 @@ def run_propulate(
 # ------------------------------------------------------------------------------------------------- optuna
 
 
-def run_optuna(table: Table, method: str, seed: int, budgets: Sequence[int]) -> dict[str, Any]:
-    """One sequential Optuna run on this rank."""
+def _suggest(table: Table, trial: Any) -> dict[str, Any]:
+    """The trial's parameters: index ranges as ``suggest_int``, strings as ``suggest_categorical``."""
+    params = {}
+    for name, values, numeric in zip(table.names, table.choices, table.numeric, strict=True):
+        if numeric:
+            params[name] = trial.suggest_int(name, 0, len(values) - 1)
+        else:
+            params[name] = trial.suggest_categorical(name, values)
+    return params
+
+
+def _quiet_optuna() -> Any:
     optuna = _require("optuna")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def run_optuna(table: Table, method: str, seed: int, budgets: Sequence[int]) -> dict[str, Any]:
+    """One sequential Optuna run on this rank (TPE, GP or random search)."""
+    optuna = _quiet_optuna()
     table.reseed(seed, PROBLEMS.index(table.problem), METHODS.index(method))
     if method == "tpe":
         sampler = optuna.samplers.TPESampler(seed=seed)
+    elif method == "gp":
+        sampler = optuna.samplers.GPSampler(seed=seed)
     else:
         sampler = optuna.samplers.RandomSampler(seed=seed)
     trace: list[tuple[Index, float]] = []
 
     def objective(trial: Any) -> float:
-        params = {}
-        for name, values, numeric in zip(table.names, table.choices, table.numeric, strict=True):
-            if numeric:
-                params[name] = trial.suggest_int(name, 0, len(values) - 1)
-            else:
-                params[name] = trial.suggest_categorical(name, values)
-        index = table.index(params)
+        index = table.index(_suggest(table, trial))
         loss = table.evaluate(index)
         trace.append((index, loss))
         return loss
@@ -344,6 +363,53 @@ def run_optuna(table: Table, method: str, seed: int, budgets: Sequence[int]) -> 
     study.optimize(objective, n_trials=max(budgets), n_jobs=1)
     record = table.record(method, seed, trace, budgets, time.perf_counter() - start)
     record["version"] = optuna.__version__
+    return record
+
+
+def run_optuna_parallel(
+    table: Table, seed: int, budgets: Sequence[int], sleep: float, comm: MPI.Comm
+) -> dict[str, Any] | None:
+    """One Optuna TPE study with every rank a worker process; the record on rank 0, ``None`` elsewhere.
+
+    As Optuna's documentation sets up a distributed study without a database server: one
+    ``JournalStorage`` file that all workers open, ``TPESampler(constant_liar=True)`` seeded per worker (the
+    same seed would give every worker the same start-up trials), and ``MaxTrialsCallback`` to stop once the
+    study holds the budget's trials. The trials are ordered by completion, as propulate's evaluations.
+    """
+    optuna = _quiet_optuna()
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    table.reseed(seed, PROBLEMS.index(table.problem), METHODS.index("tpe-parallel"), comm.rank)
+    directory = comm.bcast(tempfile.mkdtemp(prefix="optuna-hpo-bench-") if comm.rank == 0 else None)
+    storage = JournalStorage(JournalFileBackend(f"{directory}/journal.log"))
+    if comm.rank == 0:
+        optuna.create_study(study_name="hpo", storage=storage, direction="minimize")
+    comm.Barrier()
+    sampler = optuna.samplers.TPESampler(seed=1000 * seed + comm.rank, constant_liar=True)
+    study = optuna.load_study(study_name="hpo", storage=storage, sampler=sampler)
+    budget = max(budgets)
+
+    def objective(trial: Any) -> float:
+        index = table.index(_suggest(table, trial))
+        trial.set_user_attr("index", list(index))
+        loss = table.evaluate(index)
+        if sleep > 0:
+            time.sleep(sleep)
+        return loss
+
+    callback = optuna.study.MaxTrialsCallback(budget, states=None)
+    start = time.perf_counter()
+    study.optimize(objective, callbacks=[callback])
+    seconds = comm.allreduce(time.perf_counter() - start, op=MPI.MAX)
+    if comm.rank != 0:
+        return None
+    trials = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
+    trials.sort(key=lambda t: (t.datetime_complete, t.number))
+    trace = [(tuple(t.user_attrs["index"]), float(t.value)) for t in trials]
+    shutil.rmtree(directory, ignore_errors=True)
+    record = table.record("tpe-parallel", seed, trace, budgets, seconds)
+    record.update(version=optuna.__version__, workers=comm.size)
     return record
 
 
@@ -375,23 +441,26 @@ def problems_table(records: list[dict[str, Any]]) -> str:
 
 
 def regret_table(records: list[dict[str, Any]], budget: int) -> tuple[str, str]:
-    """Markdown table of the regret after ``budget`` evaluations, and its summary line."""
-    from scipy.stats import mannwhitneyu, rankdata
+    """Markdown table of the regret after ``budget`` evaluations, and its summary.
+
+    Per problem: the median regret [25th, 75th percentile] of each method, the mean rank of the methods,
+    and the two-sided Mann-Whitney U p-value of ``propulate`` (the recommended search) against each
+    reference method (:data:`REFERENCES`) that ran.
+    """
+    from scipy.stats import rankdata
 
     problems = _ordered([r["problem"] for r in records], PROBLEMS)
     methods = _ordered([r["method"] for r in records], METHODS)
     regret: dict[tuple[str, str], dict[int, float]] = {}
     for r in records:
         regret.setdefault((r["problem"], r["method"]), {})[r["seed"]] = r[f"regret_{budget}"]
+    references = [m for m in REFERENCES if m in methods] if "propulate" in methods else []
     names = " / ".join(_label(m) for m in methods)
     header = "| problem | " + " | ".join(_label(m) for m in methods) + f" | mean rank ({names}) |"
-    compare = "propulate" in methods and "tpe" in methods
-    lines = [
-        header + (" p, propulate vs TPE |" if compare else ""),
-        "| --- |" + " --- |" * (len(methods) + 1),
-    ]
-    lines[1] += " --- |" if compare else ""
+    header += "".join(f" p vs {_label(m)} |" for m in references)
+    lines = [header, "| --- |" + " --- |" * (len(methods) + 1 + len(references))]
     medians: dict[tuple[str, str], float] = {}
+    pvalues: dict[tuple[str, str], float] = {}
     for problem in problems:
         present = [m for m in methods if (problem, m) in regret]
         cells = []
@@ -408,37 +477,65 @@ def regret_table(records: list[dict[str, Any]], budget: int) -> tuple[str, str]:
         ranks = np.array([rankdata([regret[(problem, m)][s] for m in present]) for s in seeds])
         mean_rank = dict(zip(present, ranks.mean(axis=0), strict=True)) if seeds else {}
         cells.append(" / ".join(f"{mean_rank[m]:.2f}" if m in mean_rank else "n/a" for m in methods))
-        if compare and (problem, "propulate") in regret and (problem, "tpe") in regret:
-            a, b = list(regret[(problem, "propulate")].values()), list(regret[(problem, "tpe")].values())
-            cells.append(f"{mannwhitneyu(a, b, alternative='two-sided').pvalue:.3g}")
-        elif compare:
-            cells.append("n/a")
+        for m in references:
+            if (problem, "propulate") in regret and (problem, m) in regret:
+                pvalues[(problem, m)] = _pvalue(regret[(problem, "propulate")], regret[(problem, m)])
+                cells.append(f"{pvalues[(problem, m)]:.3g}")
+            else:
+                cells.append("n/a")
         lines.append(f"| {problem} | " + " | ".join(cells) + " |")
-    return "\n".join(lines), _summary(medians, problems, methods)
+    return "\n".join(lines), _summary(medians, pvalues, problems, methods, references)
 
 
-def _summary(medians: dict[tuple[str, str], float], problems: list[str], methods: list[str]) -> str:
-    """Per propulate method: on how many problems its median regret beats random search's, and TPE's."""
-    sentences = []
-    for m in methods:
-        if m not in PROPULATE_METHODS:
+def _pvalue(a: dict[int, float], b: dict[int, float]) -> float:
+    """Two-sided Mann-Whitney U p-value of two samples of regrets (1 when every value is the same)."""
+    from scipy.stats import mannwhitneyu
+
+    values = list(a.values()) + list(b.values())
+    if min(values) == max(values):
+        return 1.0
+    return float(mannwhitneyu(list(a.values()), list(b.values()), alternative="two-sided").pvalue)
+
+
+def _summary(
+    medians: dict[tuple[str, str], float],
+    pvalues: dict[tuple[str, str], float],
+    problems: list[str],
+    methods: list[str],
+    references: list[str],
+) -> str:
+    """Wins and losses of the recommended search's median regret against each reference, with p < 0.05.
+
+    Also, for the other propulate methods, how often their median is below random search's.
+    """
+    lines = []
+    for ref in references:
+        shared = [p for p in problems if (p, "propulate") in medians and (p, ref) in medians]
+        if not shared:
             continue
-        parts = []
-        against_random = [p for p in problems if (p, m) in medians and (p, "random") in medians]
-        if against_random:
-            below = sum(medians[(p, m)] < medians[(p, "random")] for p in against_random)
-            equal = sum(medians[(p, m)] == medians[(p, "random")] for p in against_random)
-            parts.append(
-                f"median regret below random search's on {below} of {len(against_random)} problems "
-                f"(equal on {equal})"
-            )
-        against_tpe = [p for p in problems if (p, m) in medians and (p, "tpe") in medians]
-        if against_tpe:
-            at_most = sum(medians[(p, m)] <= medians[(p, "tpe")] for p in against_tpe)
-            parts.append(f"at or below TPE's on {at_most} of {len(against_tpe)}")
-        if parts:
-            sentences.append(f"{m}: " + ", ".join(parts) + ".")
-    return " ".join(sentences)
+        below = [p for p in shared if medians[(p, "propulate")] < medians[(p, ref)]]
+        equal = [p for p in shared if medians[(p, "propulate")] == medians[(p, ref)]]
+        above = [p for p in shared if medians[(p, "propulate")] > medians[(p, ref)]]
+        better = [p for p in below if pvalues.get((p, ref), 1.0) < 0.05]
+        worse = [p for p in above if pvalues.get((p, ref), 1.0) < 0.05]
+        lines.append(
+            f"propulate against {_label(ref)}: median regret at or below on {len(below) + len(equal)} of "
+            f"{len(shared)} problems (below {len(below)}, equal {len(equal)}, above {len(above)}"
+            + (f": {', '.join(above)}" if above else "")
+            + f"); significantly better (p < 0.05) on {len(better)}"
+            + (f" ({', '.join(better)})" if better else "")
+            + f", significantly worse on {len(worse)}"
+            + (f" ({', '.join(worse)})" if worse else "")
+            + "."
+        )
+    for m in methods:
+        if m == "propulate" or m not in PROPULATE_METHODS:
+            continue
+        shared = [p for p in problems if (p, m) in medians and (p, "random") in medians]
+        if shared:
+            below = sum(medians[(p, m)] < medians[(p, "random")] for p in shared)
+            lines.append(f"{m}: median regret below random search's on {below} of {len(shared)} problems.")
+    return "\n".join(lines)
 
 
 def duplicates_table(records: list[dict[str, Any]]) -> str:
@@ -505,7 +602,7 @@ def run(
     # Propulate: all ranks together, one run after the other.
     for problem in problems:
         methods = [m for m in args.methods if m in PROPULATE_METHODS]
-        if not methods:
+        if not methods and "tpe-parallel" not in args.methods:
             continue
         table = Table(problem)
         for method in methods:
@@ -516,10 +613,16 @@ def run(
                 if record is not None:
                     records.append(record)
                     emit(record)
-    # Optuna: the runs shared out over the ranks, the slow TPE runs first so that each rank gets some.
+        if "tpe-parallel" in args.methods:  # Optuna with every rank a worker, as propulate
+            for seed in range(args.seeds):
+                record = run_optuna_parallel(table, seed, budgets, args.sleep, comm)
+                if record is not None:
+                    records.append(record)
+                    emit(record)
+    # Optuna, sequential: the runs shared out over the ranks, the slow ones first so that each rank gets some.
     jobs = [
         (problem, method, seed)
-        for method in ("tpe", "random")
+        for method in ("gp", "tpe", "random")
         if method in args.methods
         for problem in problems
         for seed in range(args.seeds)
@@ -546,8 +649,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problems", nargs="+", default=list(PROBLEMS), choices=[*PROBLEMS, *FAMILIES])
     parser.add_argument("--seeds", type=int, default=10, help="runs per problem and method (seeds 0, 1, ...)")
-    parser.add_argument("--budgets", type=int, nargs="+", default=[100, 500], help="evaluations")
-    parser.add_argument("--methods", nargs="+", default=["propulate", "tpe", "random"], choices=list(METHODS))
+    parser.add_argument("--budgets", type=int, nargs="+", default=[50, 100, 200, 500], help="evaluations")
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=["propulate", "propulate-ga", "tpe", "tpe-parallel", "random"],
+        choices=list(METHODS),
+    )
     parser.add_argument("--pop-size", type=int, default=0, help="default propagator's pool (0: 2 x ranks)")
     parser.add_argument("--sleep", type=float, default=0.0, help="seconds each propulate evaluation sleeps")
     parser.add_argument("--output", help="write the JSON lines to this file")
