@@ -30,7 +30,9 @@ MIXED = {
 }
 
 
-def result(position: np.ndarray, space: SearchSpace, loss: float, status: Status = Status.COMPLETED) -> Individual:
+def result(
+    position: np.ndarray, space: SearchSpace, loss: float, status: Status = Status.COMPLETED
+) -> Individual:
     ind = Individual(position, space)
     ind.loss, ind.status = loss, status
     return ind
@@ -86,9 +88,7 @@ def test_parzen_estimator_is_a_density_and_samples_it() -> None:
     grid = (np.arange(200) + 0.5) / 200
     xs, ys = np.meshgrid(grid, grid)
     points = np.column_stack([xs.ravel(), ys.ravel()])
-    total = sum(
-        np.exp(estimator.log_pdf(points, np.full((len(points), 1), c))).mean() for c in range(3)
-    )
+    total = sum(np.exp(estimator.log_pdf(points, np.full((len(points), 1), c))).mean() for c in range(3))
     assert total == pytest.approx(1.0, abs=0.01)
     numeric, drawn = estimator.sample(rng, 4000)
     assert numeric.min() >= 0 and numeric.max() <= 1
@@ -265,7 +265,9 @@ def test_state_round_trip_continues_the_same_proposals() -> None:
 
 def _replay(propagator: TPE, space: SearchSpace, rng: random.Random) -> list[Individual]:
     cube = propagator.cube
-    positions = cube.to_positions(np.array(propagator._numeric), np.array(propagator._categories).reshape(len(propagator._losses), -1))
+    positions = cube.to_positions(
+        np.array(propagator._numeric), np.array(propagator._categories).reshape(len(propagator._losses), -1)
+    )
     return [result(p, space, loss) for p, loss in zip(positions, propagator._losses, strict=True)]
 
 
