@@ -29,22 +29,23 @@ def run(mpirun, ranks: int, *args: str) -> dict:
     return json.loads(line[len("RESULT ") :])
 
 
+@pytest.mark.parametrize("propagator", ["default", "tpe"])
 @pytest.mark.parametrize("ranks", [1, 2, 4, 8])
-def test_a_space_of_12_configurations_is_searched_exhaustively_then_stops(mpirun, ranks):
-    result = run(mpirun, ranks, "--space", "small", "--generations", "100")
+def test_a_space_of_12_configurations_is_searched_exhaustively_then_stops(mpirun, ranks, propagator):
+    result = run(mpirun, ranks, "--space", "small", "--generations", "100", "--propagator", propagator)
     assert result["evaluations"] == result["distinct"] == 12
     assert "exhausted" in result["stopped"]
 
 
 @pytest.mark.parametrize("ranks", [4, 8])
-@pytest.mark.parametrize("propagator", ["default", "random"])
+@pytest.mark.parametrize("propagator", ["default", "random", "tpe"])
 def test_workers_breeding_at_once_never_repeat_each_other(mpirun, ranks, propagator):
     result = run(mpirun, ranks, "--space", "discrete", "--propagator", propagator, "--generations", "30")
     assert result["evaluations"] == result["distinct"] == 30 * ranks
 
 
 @pytest.mark.parametrize("ranks", [4, 8])
-@pytest.mark.parametrize("propagator", ["default", "pso", "cmaes", "nm"])
+@pytest.mark.parametrize("propagator", ["default", "pso", "cmaes", "nm", "tpe"])
 def test_every_propagator_family_on_a_continuous_space(mpirun, propagator, ranks):
     # Nelder-Mead's workers propose the same points at once (a replicated simplex): at 8 ranks on 2 cores
     # one look after announcing missed a crossing in 7 of 40 launches; they confirm it now (0 of 60).
@@ -55,8 +56,10 @@ def test_every_propagator_family_on_a_continuous_space(mpirun, propagator, ranks
     assert result["evaluations"] == result["distinct"] == 240
 
 
+@pytest.mark.parametrize("propagator", ["default", "tpe"])
 @pytest.mark.parametrize("pollination", [False, True])
-def test_islands_with_migration_repeat_nothing_they_know(mpirun, pollination):
+def test_islands_with_migration_repeat_nothing_they_know(mpirun, pollination, propagator):
     args = ["--space", "discrete", "--num-islands", "2", "--migration-probability", "0.5"]
+    args += ["--propagator", propagator]
     result = run(mpirun, 8, *args, "--generations", "30", *(["--pollination"] if pollination else []))
     assert result["distinct"] == result["evaluations"]

@@ -25,9 +25,11 @@ def session(mpirun, ranks: int, checkpoint: Path, generations: int, *extra: str)
     return json.loads(line[len("RESULT ") :])
 
 
+@pytest.mark.parametrize("propagator", ["default", "tpe"])
 @pytest.mark.parametrize("ranks", [1, 2, 4, 8])
-def test_every_parameter_type_on_every_rank_then_resumed(mpirun, ranks, tmp_path):
+def test_every_parameter_type_on_every_rank_then_resumed(mpirun, ranks, propagator, tmp_path):
     layout = ["--num-islands", str(min(ranks, 2)), *(["--pollination"] if ranks == 8 else [])]
+    layout += ["--propagator", propagator]
     first = session(mpirun, ranks, tmp_path, 15, *layout)
     assert first["evaluations"] == 15 * ranks
     assert first["sessions"] == 1
@@ -41,6 +43,8 @@ def test_every_parameter_type_on_every_rank_then_resumed(mpirun, ranks, tmp_path
         assert second["best_params"] == first["best_params"]
 
 
-def test_sub_ranks_of_two_rank_workers_see_the_same_best(mpirun, tmp_path):
-    result = session(mpirun, 4, tmp_path, 15, "--ranks-per-worker", "2", "--num-islands", "2")
+@pytest.mark.parametrize("propagator", ["default", "tpe"])
+def test_sub_ranks_of_two_rank_workers_see_the_same_best(mpirun, propagator, tmp_path):
+    layout = ["--ranks-per-worker", "2", "--num-islands", "2", "--propagator", propagator]
+    result = session(mpirun, 4, tmp_path, 15, *layout)
     assert result["evaluations"] == 15 * 2

@@ -21,7 +21,7 @@ from collections import Counter
 from mpi4py import MPI
 
 from propulate import Islands
-from propulate.propagators import Conditional, InitUniform
+from propulate.propagators import TPE, Conditional, InitUniform
 from propulate.propagators.cmaes import ActiveCMA, CMAPropagator
 from propulate.propagators.nm import ParallelNelderMead
 from propulate.propagators.pso import BasicPSO, InitUniformPSO
@@ -33,7 +33,9 @@ from _verdict import verdict
 world = MPI.COMM_WORLD
 parser = argparse.ArgumentParser()
 parser.add_argument("--space", choices=("small", "discrete", "continuous"), default="small")
-parser.add_argument("--propagator", choices=("default", "random", "pso", "cmaes", "nm"), default="default")
+parser.add_argument(
+    "--propagator", choices=("default", "random", "pso", "cmaes", "nm", "tpe"), default="default"
+)
 parser.add_argument("--generations", type=int, default=100)
 parser.add_argument("--num-islands", type=int, default=1)
 parser.add_argument("--migration-probability", type=float, default=0.0)
@@ -69,6 +71,8 @@ elif args.propagator == "pso":
     propagator = Conditional(
         4, BasicPSO(0.729, 1.49445, 1.49445, 0, limits, rng), InitUniformPSO(limits, 0, rng=rng)
     )
+elif args.propagator == "tpe":
+    propagator = TPE(limits, rng=args.seed, n_startup=8)
 elif args.propagator == "cmaes":
     propagator = CMAPropagator(ActiveCMA(), limits, rng=rng)
 else:

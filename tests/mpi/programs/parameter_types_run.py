@@ -30,7 +30,7 @@ from mpi4py import MPI
 
 from propulate import Categorical, Float, Integer, Islands
 from propulate.results import load_dataframe
-from propulate.utils import get_default_propagator
+from propulate.utils import get_default_propagator, get_tpe_propagator
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _verdict import verdict
@@ -42,6 +42,7 @@ parser.add_argument("--num-islands", type=int, default=1)
 parser.add_argument("--ranks-per-worker", type=int, default=1)
 parser.add_argument("--pollination", action="store_true")
 parser.add_argument("--at-most", type=float, default=math.inf, help="best loss of the session resumed")
+parser.add_argument("--propagator", choices=("default", "tpe"), default="default")
 args = parser.parse_args()
 
 LIMITS: dict[str, Any] = {
@@ -137,9 +138,13 @@ def loss_of_worker(params: dict[str, Any], comm: MPI.Comm) -> float:
 
 
 rng = random.Random(31 + world.rank)
+if args.propagator == "tpe":
+    propagator = get_tpe_propagator(LIMITS, rng=31)  # a seed, the same on every rank
+else:
+    propagator = get_default_propagator(4, LIMITS, rng=rng)
 islands = Islands(
     loss if args.ranks_per_worker == 1 else loss_of_worker,
-    get_default_propagator(4, LIMITS, rng=rng),
+    propagator,
     rng,
     generations=args.generations,
     num_islands=args.num_islands,
