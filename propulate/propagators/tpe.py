@@ -105,8 +105,17 @@ class UnitCube:
         self._width = np.array(highs) - self._low
         self._width[self._width == 0] = 1.0  # a range of one value
         self._slots = np.array([p.offset for p in self.numeric], dtype=np.intp)
+        self._logs = np.array([p.log for p in self.numeric], dtype=bool)
         self.cells = np.array(cells)
         self.choices = np.array([p.width for p in self.categorical], dtype=np.intp)
+        self._block_slots = np.array(
+            [p.offset + k for p in self.categorical for k in range(p.width)], dtype=np.intp
+        )
+        self._block_places = np.array([k for p in self.categorical for k in range(p.width)], dtype=float)
+        # (block slots, categorical parameters): which parameter each slot belongs to
+        self._block_of = np.eye(len(self.categorical))[
+            np.repeat(np.arange(len(self.categorical)), self.choices)
+        ]
 
     def to_unit(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return the coordinates of positions, each parameter read on its value.
@@ -123,18 +132,15 @@ class UnitCube:
         categories : numpy.ndarray
             Shape ``(n, n_categorical)``, ints: the index of each categorical parameter's category.
         """
-        numeric = np.empty((len(positions), len(self.numeric)))
-        for j, p in enumerate(self.numeric):
-            slot = positions[:, p.offset]
-            if p.step is not None or p.log:
-                values = p.values(slot)
-                slot = np.log(values) if p.log else values
-            numeric[:, j] = slot
+        # SearchSpace.canonical reads every parameter on its value (a log scale's value, not its logarithm).
+        values = np.array([np.frombuffer(self.space.canonical(p), dtype=np.float64) for p in positions])
+        values = values.reshape(len(positions), self.space.ndim)
+        numeric = values[:, self._slots]
+        numeric[:, self._logs] = np.log(numeric[:, self._logs])
         numeric = np.clip((numeric - self._low) / self._width, 0.0, 1.0)
-        categories = np.empty((len(positions), len(self.categorical)), dtype=np.intp)
-        for j, p in enumerate(self.categorical):
-            categories[:, j] = positions[:, p.offset : p.offset + p.width].argmax(axis=1)
-        return numeric, categories
+        # Each block is one-hot: its category's index is the sum of the slots weighted by their place.
+        categories = np.rint(values[:, self._block_slots] * self._block_places @ self._block_of)
+        return numeric, categories.astype(np.intp)
 
     def to_positions(self, numeric: np.ndarray, categories: np.ndarray) -> np.ndarray:
         """Return positions of the embedding for coordinates (see :meth:`to_unit`); shape ``(n, ndim)``.
@@ -200,6 +206,7 @@ class ParzenEstimator:
     ) -> None:
         n, dims = numeric.shape
         self.cells = cells
+        self._grid = cells > 0
         self.mu = np.vstack([numeric, np.full((1, dims), 0.5)])
         self.sigma = np.vstack([_neighbour_bandwidths(numeric), np.ones((1, dims))])
         mixture = np.append(weights, prior_weight)
@@ -232,17 +239,19 @@ class ParzenEstimator:
         """Return the log density of coordinates, shape ``(m,)`` (a grid parameter's cell mass)."""
         count = len(numeric) if numeric.size else len(categories)
         log_p = np.broadcast_to(self.log_weights, (count, len(self.log_weights))).copy()
-        if self.mu.shape[1]:
-            x = numeric[:, None, :]
-            z = (x - self.mu) / self.sigma
-            log_density = -0.5 * z**2 - 0.5 * math.log(2 * math.pi) - np.log(self.sigma)
-            gridded = self.cells > 0
-            if gridded.any():
-                cell = np.where(gridded, self.cells, 1.0)
-                low = np.floor(np.minimum(x, 1.0 - 1e-12) / cell) * cell
-                mass = _ndtr((low + cell - self.mu) / self.sigma) - _ndtr((low - self.mu) / self.sigma)
-                log_density = np.where(gridded, np.log(np.maximum(mass, 1e-300)), log_density)
-            log_p += (log_density - self._log_mass).sum(axis=2)
+        grid, smooth = self._grid, ~self._grid
+        if smooth.any():
+            sigma = self.sigma[:, smooth]
+            z = (numeric[:, None, smooth] - self.mu[:, smooth]) / sigma
+            log_density = -0.5 * z**2 - 0.5 * math.log(2 * math.pi) - np.log(sigma)
+            log_p += (log_density - self._log_mass[:, smooth]).sum(axis=2)
+        if grid.any():
+            # The mass of the value's cell: the kernel integrated over it.
+            cell = self.cells[grid]
+            low = (np.floor(np.minimum(numeric[:, grid], 1.0 - 1e-12) / cell) * cell)[:, None, :]
+            mu, sigma = self.mu[:, grid], self.sigma[:, grid]
+            mass = _ndtr((low + cell - mu) / sigma) - _ndtr((low - mu) / sigma)
+            log_p += (np.log(np.maximum(mass, 1e-300)) - self._log_mass[:, grid]).sum(axis=2)
         for j, table in enumerate(self.category_probabilities):
             log_p += np.log(table[:, categories[:, j]].T)
         top = log_p.max(axis=1, keepdims=True)
