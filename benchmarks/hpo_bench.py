@@ -219,6 +219,16 @@ class Table:
         params = {name: values[i] for name, values, i in zip(self.names, self.choices, index, strict=True)}
         return self._loss(self.bench(params)[self.metric])
 
+    def curve(self, trace: Sequence[tuple[Index, float]]) -> list[float]:
+        """The incumbent's regret after each evaluation of a trace in completion order."""
+        regrets, best = [], math.inf
+        regret = math.nan
+        for index, loss in trace:
+            if loss < best:
+                best, regret = loss, self.means[self.key(index)] - self.optimum
+            regrets.append(regret)
+        return regrets
+
     def record(
         self,
         method: str,
@@ -259,13 +269,19 @@ def applies(method: str, table: Table) -> bool:
 
 
 def _propagator(
-    method: str, table: Table, pop_size: int, rng: random.Random, seed: int, comm: MPI.Comm
+    method: str,
+    table: Table,
+    pop_size: int,
+    rng: random.Random,
+    seed: int,
+    comm: MPI.Comm,
+    enqueue: Sequence[dict[str, Any]] = (),
 ) -> Any:
     from propulate.propagators import Conditional
     from propulate.utils import get_default_propagator, get_tpe_propagator
 
     if method == "propulate":  # the recommended search, seeded as recommended: the same int on every rank
-        return get_tpe_propagator(table.limits(), rng=seed)
+        return get_tpe_propagator(table.limits(), rng=seed, enqueue=enqueue)
     if method == "propulate-ga":
         return get_default_propagator(pop_size, table.limits(), rng=rng)
     if method == "propulate-pso":
@@ -284,9 +300,22 @@ def _propagator(
 
 
 def run_propulate(
-    table: Table, method: str, seed: int, budgets: Sequence[int], pop_size: int, sleep: float, comm: MPI.Comm
+    table: Table,
+    method: str,
+    seed: int,
+    budgets: Sequence[int],
+    pop_size: int,
+    sleep: float,
+    comm: MPI.Comm,
+    enqueue: Sequence[dict[str, Any]] = (),
+    keep: str | None = None,
 ) -> dict[str, Any] | None:
-    """One propulate run on all ranks; the record on rank 0, ``None`` elsewhere."""
+    """One propulate run on all ranks; the record on rank 0, ``None`` elsewhere.
+
+    ``enqueue`` goes to the recommended search (configurations evaluated first); with ``keep``, the run's
+    checkpoint is written there and kept, and the record holds ``curve``, the incumbent's regret after
+    each evaluation.
+    """
     import propulate
 
     rng = random.Random(1000 * seed + comm.rank)
@@ -301,8 +330,10 @@ def run_propulate(
         evaluations.append((time.time(), comm.rank, index, loss))
         return loss
 
-    propagator = _propagator(method, table, pop_size, rng, seed, comm)
-    directory = comm.bcast(tempfile.mkdtemp(prefix="propulate-hpo-bench-") if comm.rank == 0 else None)
+    propagator = _propagator(method, table, pop_size, rng, seed, comm, enqueue)
+    directory = keep or comm.bcast(
+        tempfile.mkdtemp(prefix="propulate-hpo-bench-") if comm.rank == 0 else None
+    )
     generations = math.ceil(max(budgets) / comm.size)
     propulator = propulate.Propulator(
         loss_fn, propagator, rng, generations=generations, checkpoint_path=directory
@@ -313,10 +344,14 @@ def run_propulate(
     gathered = comm.gather(evaluations)
     if gathered is None:  # not rank 0
         return None
-    shutil.rmtree(directory, ignore_errors=True)
     ordered = sorted(e for rank_evaluations in gathered for e in rank_evaluations)
-    record = table.record(method, seed, [(index, loss) for _, _, index, loss in ordered], budgets, seconds)
+    trace = [(index, loss) for _, _, index, loss in ordered]
+    record = table.record(method, seed, trace, budgets, seconds)
     record.update(version=propulate.__version__, pop_size=pop_size, workers=comm.size)
+    if keep is None:
+        shutil.rmtree(directory, ignore_errors=True)
+    else:
+        record["curve"] = table.curve(trace)
     return record
 
 
