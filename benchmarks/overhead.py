@@ -77,7 +77,7 @@ from propulate.utils import get_default_propagator
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from floor import measure_floor
 
-PROPAGATORS = ("default", "pso", "cma", "nelder-mead")
+PROPAGATORS = ("default", "pso", "cma", "nelder-mead", "tpe")
 
 
 def build_propagator(
@@ -91,6 +91,10 @@ def build_propagator(
 
         move = pso.BasicPSO(0.729, 1.49445, 1.49445, rank, limits, rng)
         return Conditional(workers, move, pso.InitUniformPSO(limits, rank=rank, rng=rng))
+    if name == "tpe":
+        from propulate.propagators import TPE
+
+        return TPE(limits, rng=rng)
     if name == "cma":
         from propulate.propagators import cmaes
 
