@@ -1,8 +1,10 @@
 """Tune a small convolutional network on MNIST with multi-rank workers that train it with PyTorch DDP.
 
-Every worker of this run is a block of ``--ranks-per-worker`` MPI ranks (two by default). Propulate breeds
-one set of hyperparameters per worker and calls the loss function on all of the worker's ranks with the same
-parameters and the worker's MPI communicator. The loss function turns that communicator into a
+Every worker of this run is a block of ``--ranks-per-worker`` MPI ranks (two by default). The recommended
+search (:func:`propulate.utils.get_tpe_propagator`, a tree-structured Parzen estimator that keeps away from
+what the other workers evaluate at the moment) proposes one set of hyperparameters per worker, and
+Propulate calls the loss function on all of the worker's ranks with the same parameters and the worker's
+MPI communicator. The loss function turns that communicator into a
 ``torch.distributed`` process group (once per worker, reused for every later individual), trains the network
 with ``DistributedDataParallel`` on disjoint shards of the training data, evaluates it on disjoint shards of
 the validation data and reduces the validation loss and accuracy over the worker. The validation loss is
@@ -49,7 +51,6 @@ import argparse
 import functools
 import itertools
 import logging
-import random
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -66,7 +67,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 import propulate
 from propulate import Float, Islands
-from propulate.utils import get_default_propagator, set_logger_config
+from propulate.utils import get_tpe_propagator, set_logger_config
 from propulate.utils.distributed import init_worker_process_group
 
 log = logging.getLogger("propulate")
@@ -115,7 +116,9 @@ def parse_arguments(comm: MPI.Comm = MPI.COMM_WORLD) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=1, help="training epochs per individual")
     parser.add_argument("--ranks-per-worker", type=int, default=2, help="MPI ranks (DDP replicas) per worker")
     parser.add_argument("--num-islands", type=int, default=1, help="number of islands")
-    parser.add_argument("--pop-size", type=int, default=4, help="breeding population size per island")
+    parser.add_argument(
+        "--n-startup", type=int, default=4, help="evaluations of the initial design before the model proposes"
+    )
     parser.add_argument("--seed", type=int, default=42, help="random seed")
     parser.add_argument(
         "--method",
@@ -309,12 +312,12 @@ def main() -> None:
     set_logger_config(level=logging.INFO, log_file=str(Path(args.checkpoint) / "torch_ddp.log"))
     data_root = prepare_mnist(args.data_root, comm)
 
-    rng = random.Random(args.seed + comm.rank)  # each rank breeds differently
-    propagator = get_default_propagator(pop_size=args.pop_size, limits=LIMITS, rng=rng)
+    # The recommended search; the seed is the same on every rank, which derives its own generators from it.
+    propagator = get_tpe_propagator(LIMITS, rng=args.seed, n_startup=args.n_startup)
     islands = Islands(
         make_loss_fn(args, data_root),
         propagator,
-        rng,
+        args.seed,
         generations=args.generations,
         num_islands=args.num_islands,
         ranks_per_worker=args.ranks_per_worker,
