@@ -17,8 +17,11 @@ for better empirical performance", arXiv:2304.11127, 2023) and Optuna's ``TPESam
   truncated to its range, on a log scale where the parameter has one, and an integer or stepped parameter
   scores the mass of its grid cell; a categorical kernel puts weight 1 on the result's category and spreads
   ``prior_weight / (n + 1)`` over all;
-- the bandwidths: per result and numeric parameter, the larger distance to its sorted neighbours among the
-  results (hyperopt's rule), clipped to ``[range / min(100, n + 2), range]`` ("magic clip");
+- the bandwidths: per numeric parameter, Scott's rule (the results' weighted spread times
+  ``n^(-1/(d+4))``, Scott 1992), clipped to ``[range / min(100, n + 2), range]`` (Optuna's "magic clip"),
+  so that the kernels narrow as the good results gather; Optuna's rule, the larger distance of each result
+  to its sorted neighbours (hyperopt's), found worse configurations on the HPO tables of
+  ``benchmarks/hpo_bench.py`` (see :doc:`/choosing`);
 - the weights: equal for the last 25 results, falling linearly towards the oldest ones beyond;
 
 Asynchronous workers. What is new here is what a worker knows that a sequential sampler does not: which
@@ -193,6 +196,8 @@ class ParzenEstimator:
         continuous one.
     prior_weight : float > 0
         The weight of the prior kernel, relative to a result's.
+    bandwidth : {"scott", "neighbour"}
+        The rule for the kernels' widths (see :func:`_scott_bandwidths`, :func:`_neighbour_bandwidths`).
     """
 
     def __init__(
@@ -203,12 +208,14 @@ class ParzenEstimator:
         choices: np.ndarray,
         cells: np.ndarray,
         prior_weight: float,
+        bandwidth: str = "scott",
     ) -> None:
         n, dims = numeric.shape
         self.cells = cells
         self._grid = cells > 0
         self.mu = np.vstack([numeric, np.full((1, dims), 0.5)])
-        self.sigma = np.vstack([_neighbour_bandwidths(numeric), np.ones((1, dims))])
+        rule = _scott_bandwidths if bandwidth == "scott" else _neighbour_bandwidths
+        self.sigma = np.vstack([rule(numeric, weights), np.ones((1, dims))])
         mixture = np.append(weights, prior_weight)
         self.log_weights = np.log(mixture / mixture.sum())
         # log of each truncated Gaussian's mass inside [0, 1], per kernel and coordinate
@@ -258,7 +265,25 @@ class ParzenEstimator:
         return (top + np.log(np.exp(log_p - top).sum(axis=1, keepdims=True)))[:, 0]
 
 
-def _neighbour_bandwidths(numeric: np.ndarray) -> np.ndarray:
+def _scott_bandwidths(numeric: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per coordinate, Scott's rule: the weighted spread of the results times ``n^(-1/(d+4))``; ``(n, d)``.
+
+    Scott, "Multivariate density estimation", 1992: the bandwidth of a product kernel in ``d`` dimensions
+    shrinks as ``n^(-1/(d+4))``. Clipped as the neighbour rule is; below two results, Optuna's
+    multivariate default ``0.2 n^(-1/(d+4))``.
+    """
+    n, dims = numeric.shape
+    if n < 2:
+        width = np.full(dims, 0.2 * max(n, 1) ** (-1.0 / (dims + 4)))
+    else:
+        share = weights / weights.sum()
+        mean = share @ numeric
+        spread = np.sqrt(share @ (numeric - mean) ** 2)
+        width = spread * n ** (-1.0 / (dims + 4))
+    return np.repeat(np.clip(width, 1.0 / min(100.0, n + 2.0), 1.0)[None, :], n, axis=0)
+
+
+def _neighbour_bandwidths(numeric: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Per result and coordinate, the larger gap to its sorted neighbours, magic-clipped; ``(n, d)``.
 
     The box's ends count as neighbours, except for the lowest and highest result, whose outer gap is
@@ -333,6 +358,9 @@ class TPE(Propagator):
         the message); from :meth:`observe`, for an individual with several objectives (TPE minimizes one
         loss; :class:`~propulate.propagators.NSGA2` handles several).
     """
+
+    #: The rule for the kernels' widths, see :class:`ParzenEstimator`.
+    bandwidth = "scott"
 
     def __init__(
         self,
@@ -494,7 +522,13 @@ class TPE(Propagator):
         weights = _age_weights(np.array(self._order), self.observed)
         cube = self.cube
         below = ParzenEstimator(
-            numeric[good], categories[good], np.ones(n_good), cube.choices, cube.cells, self.prior_weight
+            numeric[good],
+            categories[good],
+            np.ones(n_good),
+            cube.choices,
+            cube.cells,
+            self.prior_weight,
+            self.bandwidth,
         )
         pending_numeric, pending_categories = self._pending
         above = ParzenEstimator(
@@ -504,6 +538,7 @@ class TPE(Propagator):
             cube.choices,
             cube.cells,
             self.prior_weight,
+            self.bandwidth,
         )
         drawn_numeric, drawn_categories = below.sample(self._generator, self.n_candidates)
         score = below.log_pdf(drawn_numeric, drawn_categories) - above.log_pdf(
