@@ -49,9 +49,10 @@ as the loss function returned them:
 
 Figures with many points are thinned to at most :data:`MAX_POINTS` per figure and the parallel coordinates
 to :data:`MAX_LINES` lines (the best evaluations always kept, the rest a seeded random choice, so the file
-is the same every time it is built from the same checkpoint) and drawn with WebGL (``Scattergl``): the
-report of 100,000 evaluations builds in about 4 s and renders in about 4 s on two cores
-(``benchmarks/report_html.py``). plotly is an optional dependency (``pip install "propulate[report]"``).
+is the same every time it is built from the same checkpoint) and drawn with WebGL (``Scattergl``), so that
+the report of a run of 100,000 evaluations builds and renders in seconds (``benchmarks/report_html.py``
+measures both; ``benchmarks/README.md`` has the numbers). plotly is an optional dependency
+(``pip install "propulate[report]"``).
 """
 
 from __future__ import annotations
@@ -95,11 +96,12 @@ __all__ = [
 
 #: Most points (or lines, or timeline segments) drawn in one figure.
 MAX_POINTS = 10_000
-#: Most lines in the parallel-coordinates figure: each is drawn in full, and 20,000 of them took Chromium
-#: 4 to 5 s to draw on two cores (the rest of a 100,000-evaluation report: about 3 s).
+#: Most lines in the parallel-coordinates figure. A browser draws every line in full, so this bounds the
+#: time the figure takes to draw, which would otherwise dominate the page's.
 MAX_LINES = 1_000
-#: Most interim-loss curves drawn, and most failures listed.
+#: Most interim-loss curves drawn.
 MAX_CURVES = 2_000
+#: Most failed evaluations listed.
 MAX_FAILURES = 200
 #: Most rows of the Pareto front listed.
 MAX_FRONT_ROWS = 200
