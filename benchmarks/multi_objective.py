@@ -33,7 +33,7 @@ evaluations in the order in which they ended. The methods, with seeds 0, ..., ``
     evaluations). The loss function returns the tuple of the M objectives and records, on each rank, when
     each evaluation started and ended and its objectives; rank 0 gathers the records, orders them by their
     end and computes the hypervolume of the first 2,000. As a check of the library's export, it also reads
-    the run back with ``propulate.results.load_dataframe`` (columns ``values_0``, ``values_1``, ..., the
+    the run back with ``propulate.report.load_dataframe`` (columns ``values_0``, ``values_1``, ..., the
     completed rows ordered by ``datetime_complete``) and reports that hypervolume too
     (``hypervolume_checkpoint``).
     ``--pop-size`` is 50, ``NSGA2``'s default and the population of Optuna's sampler, so that both keep
@@ -281,8 +281,8 @@ def _timed(base: type) -> type:
 
 
 def _checkpoint_hypervolume(path: str, problem: Problem, evaluations: int) -> dict[str, Any]:
-    """The hypervolume of the run as ``propulate.results.load_dataframe`` reads it back."""
-    from propulate.results import load_dataframe
+    """The hypervolume of the run as ``propulate.report.load_dataframe`` reads it back."""
+    from propulate.report import load_dataframe
 
     try:
         frame = load_dataframe(path)

@@ -39,7 +39,7 @@ from typing import Any
 from mpi4py import MPI
 
 from propulate import Float, Islands
-from propulate.html_report import SECTIONS
+from propulate.report.html import SECTIONS
 from propulate.surrogate import StaticSurrogate
 from propulate.utils import get_default_propagator
 

@@ -4,17 +4,17 @@ Subcommands (``python -m propulate SUBCOMMAND --help`` for their options):
 
 ``report DIR [--top N] [--reference R ...] [--html FILE]``
     Print the best configurations, counts per state and per island, evaluations per hour and worker
-    utilization; with ``--html``, also write the interactive report (:mod:`propulate.html_report`). For a run
+    utilization; with ``--html``, also write the interactive report (:mod:`propulate.report.html`). For a run
     with several objectives, instead of the best configurations: the Pareto front and the hypervolume of the
-    front so far as the run went on (:func:`propulate.results.format_report`), up to the reference point
+    front so far as the run went on (:func:`propulate.report.text.format_report`), up to the reference point
     ``--reference`` (one number per objective, in its own direction; default: 10 % of each objective's
     range beyond its worst completed value).
 ``export DIR --format csv|json``
-    Write one row per evaluation as CSV or JSON (columns in :mod:`propulate.results`).
+    Write one row per evaluation as CSV or JSON (columns in :mod:`propulate.report.frame`).
 ``plot DIR [--reference R ...]``
-    Write ``best_loss.png``, ``timeline.png`` and ``parameters.png`` (:mod:`propulate.plotting`); for a run
-    with several objectives ``front.png``, ``hypervolume.png``, ``timeline.png`` and ``parameters.png``
-    (:data:`propulate.plotting.MULTI_OBJECTIVE_FIGURES`).
+    Write ``best_loss.png``, ``timeline.png`` and ``parameters.png`` (:mod:`propulate.report.plots`); for a
+    run with several objectives ``front.png``, ``hypervolume.png``, ``timeline.png`` and ``parameters.png``
+    (:data:`propulate.report.plots.MULTI_OBJECTIVE_FIGURES`).
 ``compact DIR``
     Merge the checkpoint's files into one (:mod:`propulate.checkpoint.compaction`); a resume does the same.
     Not while a run writes to ``DIR``.
@@ -215,21 +215,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from . import results
+    from . import report
+    from .report.fronts import objectives_of
 
     if args.command == "compact":
         from .checkpoint import compact, list_files
 
         if not list_files(args.directory):
-            raise results.NoCheckpointError(f"no checkpoint files in {args.directory}")
+            raise report.NoCheckpointError(f"no checkpoint files in {args.directory}")
         merged = compact(args.directory)
         print(f"merged {merged} file(s) into one" if merged else "nothing to merge: one file already")
         return 0
-    checkpoint = results.read_checkpoint(args.directory)
+    checkpoint = report.read_checkpoint(args.directory)
     objectives = checkpoint.config.get("objectives")
     if args.command == "report":
-        frame = results.checkpoint_dataframe(checkpoint, include_interrupted=True)
-        _check_reference(args.reference, results.objectives_of(frame, objectives))
+        frame = report.checkpoint_dataframe(checkpoint, include_interrupted=True)
+        _check_reference(args.reference, objectives_of(frame, objectives))
         config = checkpoint.config
         notes = [
             f"checkpoint: {checkpoint.directory} ({checkpoint.sessions} session(s))",
@@ -237,16 +238,14 @@ def _run(args: argparse.Namespace) -> int:
             f"{config.get('island_counts')}, {config.get('ranks_per_worker', 1)} rank(s) per worker, "
             f"propulate {config.get('version', '?')}",
         ]
-        text = results.format_report(
+        text = report.format_report(
             frame, args.top, notes=notes, objectives=objectives, reference=args.reference
         )
         sys.stdout.write(text)
         if args.html:
-            from .html_report import write_html
-
-            interim = results.interim_losses(checkpoint.population)
+            interim = report.interim_losses(checkpoint.population)
             title = f"propulate report: {checkpoint.directory}"
-            write_html(
+            report.write_html(
                 frame,
                 args.html,
                 interim,
@@ -258,8 +257,8 @@ def _run(args: argparse.Namespace) -> int:
             )
             print(f"wrote {args.html}")
     elif args.command == "export":
-        frame = results.checkpoint_dataframe(checkpoint, include_interrupted=args.include_interrupted)
-        write = results.write_csv if args.format == "csv" else results.write_json
+        frame = report.checkpoint_dataframe(checkpoint, include_interrupted=args.include_interrupted)
+        write = report.write_csv if args.format == "csv" else report.write_json
         if args.output == "-":
             write(frame, sys.stdout)
         else:
@@ -267,12 +266,10 @@ def _run(args: argparse.Namespace) -> int:
             write(frame, path)
             print(f"wrote {len(frame)} rows to {path}")
     else:
-        from .plotting import save_figures
-
-        frame = results.checkpoint_dataframe(checkpoint)
-        _check_reference(args.reference, results.objectives_of(frame, objectives))
+        frame = report.checkpoint_dataframe(checkpoint)
+        _check_reference(args.reference, objectives_of(frame, objectives))
         directory = args.output_dir or args.directory
-        figures = save_figures(
+        figures = report.save_figures(
             frame, directory, dpi=args.dpi, objectives=objectives, reference=args.reference
         )
         for path in figures:
@@ -287,7 +284,7 @@ def _check_reference(reference: Sequence[float] | None, goals: Objectives | None
     if goals is None:
         raise UsageError("--reference: the run has one loss; a reference point is for several objectives")
     if len(reference) != len(goals):
-        from .results import objective_labels
+        from .report.fronts import objective_labels
 
         raise UsageError(
             f"--reference: expected {len(goals)} numbers, one per objective "

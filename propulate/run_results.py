@@ -142,7 +142,7 @@ class RunResults:
         ------
         ValueError
             If ``n`` is not an int in ``[1, KEPT]`` (for more, read the checkpoint:
-            :func:`propulate.results.load_dataframe`).
+            :func:`propulate.report.load_dataframe <propulate.report.frame.load_dataframe>`).
         NoResultError
             If the run has several objectives (see :attr:`front`).
         """
@@ -150,7 +150,7 @@ class RunResults:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= KEPT:
             raise ValueError(
                 f"n: expected an int in [1, {KEPT}], got {n!r}; for more, read the checkpoint with "
-                "propulate.results.load_dataframe(checkpoint_path)"
+                "propulate.report.load_dataframe(checkpoint_path)"
             )
         return [ind.copy() for ind in self._top[:n]]
 
@@ -265,7 +265,8 @@ class RunResultsMixin:
         Raises
         ------
         ValueError
-            If ``n`` is out of range (for more, :func:`propulate.results.load_dataframe` reads them all).
+            If ``n`` is out of range (for more,
+            :func:`propulate.report.load_dataframe <propulate.report.frame.load_dataframe>` reads them all).
         propulate.run_results.NoResultError
             Before ``propulate()`` returned.
         """

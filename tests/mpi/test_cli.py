@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from propulate import results
+from propulate.report import checkpoint_dataframe, load_dataframe, read_checkpoint
 
 from .conftest import REPO, launch
 
@@ -61,8 +61,8 @@ def messages(stderr: str) -> str:
 def test_export_has_one_row_per_evaluation(run):
     truth = json.loads((run / "truth.json").read_text())
     assert len(truth) == GENERATIONS * WORKERS
-    checkpoint = results.read_checkpoint(run)
-    frame = results.checkpoint_dataframe(checkpoint)
+    checkpoint = read_checkpoint(run)
+    frame = checkpoint_dataframe(checkpoint)
     # Migration left copies in the populations; each evaluation is still one row.
     assert sum(ind.migration_steps > 0 for ind in checkpoint.population) > 0
     assert len(frame) == len(truth)
@@ -115,7 +115,7 @@ def test_report(run):
 
 
 def test_export_files(run, tmp_path):
-    frame = results.load_dataframe(run)
+    frame = load_dataframe(run)
     done = cli("export", str(run))
     assert done.returncode == 0, messages(done.stderr)
     assert done.stdout.strip() == f"wrote {len(frame)} rows to {run / 'propulate-results.csv'}"

@@ -17,7 +17,7 @@ LAUNCH_CHECK = Path(__file__).parent / "programs" / "launch_check.py"
 # Variables of launchers that may surround the test run itself; the launches below set their own.
 LAUNCHER_PREFIXES = ("SLURM_", "PMI_", "PMIX_", "OMPI_", "MPI_LOCAL", "HYDRA_")
 LAUNCHER_NAMES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PROPULATE_SKIP_LAUNCH_CHECK")
-#: The sections of the HTML report (``propulate.html_report.SECTIONS``), in the order of the page.
+#: The sections of the HTML report (``propulate.report.html.SECTIONS``), in the order of the page.
 REPORT_SECTIONS = [
     "best-loss",
     "top",

@@ -39,7 +39,7 @@ def dominates(a: tuple[float, float], b: tuple[float, float]) -> bool:
 def test_multi_objective_tutorial(mpirun, tmp_path: Path, ranks: int) -> None:
     pytest.importorskip("torchvision")
     pytest.importorskip("pandas")
-    from propulate.results import load_dataframe
+    from propulate.report import load_dataframe
 
     checkpoint = tmp_path / "checkpoint"
     out = mpirun(

@@ -202,7 +202,7 @@ def test_checkpoint_rows_keep_entries_exactly(entries: dict, stored_as: str) -> 
 
 def test_exported_frame_has_one_column_per_entry() -> None:
     pytest.importorskip("pandas")
-    from propulate.results import to_dataframe
+    from propulate.report import to_dataframe
 
     inds = []
     for i in range(3):

@@ -2,9 +2,9 @@
 
 Covers :mod:`propulate.objectives` (``Objectives``, ``pareto_ranks``, ``crowding_distance``, ``hypervolume``,
 ``pareto_front``), :attr:`Individual.losses`, the evaluator with ``objectives``, the Pareto selections, the
-``values_<i>`` columns of :func:`propulate.results.to_dataframe` and the front of ``RunResults``. The ranks
-are checked against a brute-force non-dominated sorting (Deb et al., IEEE TEC 6(2), 2002, Sec. III-A), the
-hypervolumes against boxes computed by hand.
+``values_<i>`` columns of :func:`propulate.report.frame.to_dataframe` and the front of ``RunResults``. The
+ranks are checked against a brute-force non-dominated sorting (Deb et al., IEEE TEC 6(2), 2002,
+Sec. III-A), the hypervolumes against boxes computed by hand.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from propulate.evaluation import Evaluator
 from propulate.individual import Individual, Status
 from propulate.objectives import Objectives, crowding_distance, hypervolume, pareto_front, pareto_ranks
 from propulate.propagators import SelectParetoBest, SelectParetoWorst
-from propulate.results import to_dataframe
+from propulate.report import to_dataframe
 from propulate.run_results import NoResultError, RunResults, gather_results
 
 LIMITS = {"x": (0.0, 4.0), "act": ("relu", "tanh")}

@@ -26,7 +26,6 @@ import pytest
 from scipy import stats
 
 from propulate import Categorical, Float, Individual, Integer, Propulator
-from propulate import results as export
 from propulate.errors import SearchSpaceError
 from propulate.individual import Status, loss_order
 from propulate.propagators import (
@@ -52,6 +51,7 @@ from propulate.propagators.pso import (
     StatelessPSO,
     VelocityClampingPSO,
 )
+from propulate.report.frame import load_dataframe, read_checkpoint, to_dataframe
 from propulate.space import SearchSpace
 from propulate.utils import get_default_propagator
 
@@ -648,7 +648,7 @@ def test_the_results_frame_holds_the_declared_choices_with_their_types() -> None
     for name, domain in CHOICE_COLUMNS.items():
         for i, choice in enumerate(domain.choices):
             inds[i][name] = choice
-    frame = export.to_dataframe(inds)
+    frame = to_dataframe(inds)
     assert frame["uid"].tolist() == list(range(40))
     for name in limits:
         column = frame[f"params_{name}"].tolist()
@@ -684,7 +684,7 @@ def test_a_checkpoint_of_every_type_reads_back_with_identical_parameters(tmp_pat
     for ind in propulator.population:
         assert_declared(ind, EVERYTHING)
 
-    checkpoint = export.read_checkpoint(tmp_path)
+    checkpoint = read_checkpoint(tmp_path)
     assert checkpoint.space is space
     assert checkpoint.config["limits"] == space.to_json()
     assert checkpoint.config["fingerprint"] == space.fingerprint
@@ -694,7 +694,7 @@ def test_a_checkpoint_of_every_type_reads_back_with_identical_parameters(tmp_pat
     for ind in checkpoint.population:
         assert_declared(ind, EVERYTHING)
 
-    frame = export.load_dataframe(tmp_path)
+    frame = load_dataframe(tmp_path)
     columns = [frame[f"params_{name}"].tolist() for name in EVERYTHING]
     rows = [
         [(name, type(v), v) for name, v in zip(EVERYTHING, row, strict=True)]
@@ -725,12 +725,12 @@ def test_a_checkpoint_of_tuples_is_written_and_read_in_the_earlier_format(tmp_pa
     """Limits as lists only, as every checkpoint was written before parameter types; it reads back."""
     limits, fingerprint = OLD_FINGERPRINTS["x, n, act"]
     _, received = run_serially(limits, tmp_path, 20)
-    checkpoint = export.read_checkpoint(tmp_path)
+    checkpoint = read_checkpoint(tmp_path)
     assert checkpoint.config["limits"] == {"x": [0.0, 1.0], "n": [1, 8], "act": ["relu", "tanh"]}
     assert checkpoint.config["fingerprint"] == fingerprint
     assert checkpoint.space.fingerprint == fingerprint
     assert checkpoint.space is SearchSpace.of(limits)
-    frame = export.load_dataframe(tmp_path)
+    frame = load_dataframe(tmp_path)
     assert len(frame) == len(received) == 20
     assert sorted(frame["params_n"].tolist()) == sorted(dict((k, v) for k, _, v in r)["n"] for r in received)
     # A run over the same space resumes it: its population holds the 20 evaluations read back.

@@ -33,7 +33,7 @@ import propulate
 from propulate import Individual, Islands, Migrator, Pollinator, Propulator
 from propulate.checkpoint import load_checkpoint
 from propulate.propagators import Compose, Propagator
-from propulate.results import load_dataframe
+from propulate.report import load_dataframe
 from propulate.utils import get_default_propagator
 from propulate.utils.benchmark_functions import get_function_search_space
 

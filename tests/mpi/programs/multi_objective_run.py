@@ -27,7 +27,7 @@ from propulate.checkpoint import CheckpointError
 from propulate.errors import RunFailedError
 from propulate.objectives import hypervolume, loss_vector, pareto_front
 from propulate.propagators import NSGA2
-from propulate.results import load_dataframe
+from propulate.report import load_dataframe
 
 world = MPI.COMM_WORLD
 parser = argparse.ArgumentParser()

@@ -29,7 +29,7 @@ from typing import Any
 from mpi4py import MPI
 
 from propulate import Categorical, Float, Integer, Islands
-from propulate.results import load_dataframe
+from propulate.report import load_dataframe
 from propulate.utils import get_default_propagator, get_tpe_propagator
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -1,5 +1,5 @@
-"""The report, plots, HTML report and export of a run with several objectives (results.py, plotting.py,
-html_report.py, __main__.py), on hand-made individuals and on a checkpoint of a 1-rank run; no mpiexec.
+"""The report, plots, HTML report and export of a run with several objectives (propulate/report/,
+__main__.py), on hand-made individuals and on a checkpoint of a 1-rank run; no mpiexec.
 """
 
 from __future__ import annotations
@@ -14,12 +14,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from propulate import Individual, Propulator, results
+from propulate import Individual, Propulator
 from propulate.__main__ import main
 from propulate.checkpoint import make_uid
 from propulate.individual import Status
 from propulate.objectives import Objectives, hypervolume, pareto_front
 from propulate.propagators import NSGA2
+from propulate.report.frame import interim_losses, load_dataframe, to_dataframe
+from propulate.report.fronts import hypervolume_history, objectives_of, pareto_front_rows
+from propulate.report.summary import island_summary
+from propulate.report.text import format_report
 
 LIMITS = {"x": (0.0, 1.0), "y": (0.0, 1.0), "act": ("relu", "tanh")}
 NAMED = {"error": "minimize", "throughput": "maximize"}
@@ -69,7 +73,7 @@ def run(objectives=NAMED, n: int = 60, seed: int = 0) -> list[Individual]:
 def named() -> tuple[list[Individual], pd.DataFrame]:
     """A run with a minimized and a maximized objective, and its frame."""
     inds = run()
-    return inds, results.to_dataframe(inds, objectives=NAMED)
+    return inds, to_dataframe(inds, objectives=NAMED)
 
 
 def dominates(a: np.ndarray, b: np.ndarray) -> bool:
@@ -78,9 +82,9 @@ def dominates(a: np.ndarray, b: np.ndarray) -> bool:
 
 def test_report_names_the_objectives_and_lists_the_front(named):
     inds, frame = named
-    report = results.format_report(frame, objectives=NAMED)
+    report = format_report(frame, objectives=NAMED)
     assert "Best" not in report and "loss" not in report
-    front = results.pareto_front_rows(frame, NAMED)
+    front = pareto_front_rows(frame, NAMED)
     n_complete = len(inds) - 1
     assert (
         f"Pareto front: {len(front)} distinct non-dominated configuration(s) of {n_complete} completed"
@@ -99,7 +103,7 @@ def test_report_names_the_objectives_and_lists_the_front(named):
     for row, (_, expected) in zip(rows, front.iterrows(), strict=True):
         assert float(row[2]) == pytest.approx(expected["values_0"], rel=1e-5)
         assert float(row[3]) == pytest.approx(expected["values_1"], rel=1e-5, abs=1e-6)
-    islands = results.island_summary(frame, NAMED)
+    islands = island_summary(frame, NAMED)
     assert islands.loc[0, "on_front"] == len(front)
     assert islands.loc[0, "best_throughput"] == frame["values_1"].max()  # maximized: the largest
     assert islands.loc[0, "best_error"] == frame["values_0"].min()
@@ -107,7 +111,7 @@ def test_report_names_the_objectives_and_lists_the_front(named):
 
 def test_front_rows_are_exactly_the_non_dominated_completed_evaluations(named):
     inds, frame = named
-    front = results.pareto_front_rows(frame, NAMED)
+    front = pareto_front_rows(frame, NAMED)
     assert set(front["uid"]) == {ind.uid for ind in pareto_front(inds)}
     # By definition, without moocore: nothing completed dominates a front row, everything else is dominated.
     complete = frame[frame["state"] == "COMPLETE"]
@@ -122,13 +126,13 @@ def test_front_rows_are_exactly_the_non_dominated_completed_evaluations(named):
     assert (front[params] == repeated[params]).all(axis=1).sum() == 1
     assert repeated["number"] not in front["number"].tolist() and repeated["state"] == "COMPLETE"
     assert "FAIL" in frame["state"].tolist() and (front["state"] == "COMPLETE").all()
-    capped = results.format_report(frame, top=2, objectives=NAMED)
+    capped = format_report(frame, top=2, objectives=NAMED)
     assert f"the first 2 of {len(front)} shown" in capped
 
 
 def test_hypervolume_over_time(named):
     _, frame = named
-    history = results.hypervolume_history(frame, NAMED)
+    history = hypervolume_history(frame, NAMED)
     complete = frame[frame["state"] == "COMPLETE"]
     assert len(history) == 10 and history["completed"].iloc[-1] == len(complete)
     assert history["completed"].tolist() == [math.ceil(i * len(complete) / 10) for i in range(1, 11)]
@@ -138,7 +142,7 @@ def test_hypervolume_over_time(named):
     span = minimized.max(axis=0) - minimized.min(axis=0)
     reference = minimized.max(axis=0) + 0.1 * span
     assert history.attrs["reference"] == pytest.approx(reference)
-    front = results.pareto_front_rows(frame, NAMED)
+    front = pareto_front_rows(frame, NAMED)
     points = front[["values_0", "values_1"]].to_numpy() * np.array([1.0, -1.0])
     assert history["hypervolume"].iloc[-1] == pytest.approx(hypervolume(points, reference), rel=1e-12)
     assert history["front_size"].iloc[-1] == len(front)
@@ -148,7 +152,7 @@ def test_hypervolume_over_time(named):
         first = order.head(k)[["values_0", "values_1"]].to_numpy() * np.array([1.0, -1.0])
         assert volume == pytest.approx(hypervolume(first, reference), rel=1e-12)
 
-    report = results.format_report(frame, objectives=NAMED)
+    report = format_report(frame, objectives=NAMED)
     stated = re.search(
         r"reference point: error \(min\) (\S+), throughput \(max\) (\S+) \(default: (.*)\)", report
     )
@@ -163,27 +167,27 @@ def test_hypervolume_over_time(named):
 
 def test_reference_point_option(named):
     _, frame = named
-    default = results.hypervolume_history(frame, NAMED)["hypervolume"].iloc[-1]
+    default = hypervolume_history(frame, NAMED)["hypervolume"].iloc[-1]
     # In each objective's own direction: error below 2, throughput above -1.
-    given = results.hypervolume_history(frame, NAMED, reference=[2.0, -1.0])
-    front = results.pareto_front_rows(frame, NAMED)
+    given = hypervolume_history(frame, NAMED, reference=[2.0, -1.0])
+    front = pareto_front_rows(frame, NAMED)
     points = front[["values_0", "values_1"]].to_numpy() * np.array([1.0, -1.0])
     assert given.attrs["reference"] == (2.0, 1.0)
     assert given["hypervolume"].iloc[-1] == pytest.approx(hypervolume(points, (2.0, 1.0)))
     assert given["hypervolume"].iloc[-1] != pytest.approx(default)
-    report = results.format_report(frame, objectives=NAMED, reference=[2.0, -1.0])
+    report = format_report(frame, objectives=NAMED, reference=[2.0, -1.0])
     assert "reference point: error (min) 2, throughput (max) -1 (given)" in report
-    assert report != results.format_report(frame, objectives=NAMED)
+    assert report != format_report(frame, objectives=NAMED)
     with pytest.raises(ValueError, match="reference: expected 2 finite numbers"):
-        results.hypervolume_history(frame, NAMED, reference=[1.0])
-    beyond = results.format_report(frame, objectives=NAMED, reference=[-5.0, 5.0])
+        hypervolume_history(frame, NAMED, reference=[1.0])
+    beyond = format_report(frame, objectives=NAMED, reference=[-5.0, 5.0])
     assert "no completed evaluation dominates the reference point" in beyond
 
 
 def test_unnamed_objectives_and_three_objectives(tmp_path):
-    two = results.to_dataframe(run(objectives=2))
-    assert results.objectives_of(two).names == ("values_0", "values_1")  # from the columns: all minimized
-    assert "objectives: values_0 (min), values_1 (min)" in results.format_report(two)
+    two = to_dataframe(run(objectives=2))
+    assert objectives_of(two).names == ("values_0", "values_1")  # from the columns: all minimized
+    assert "objectives: values_0 (min), values_1 (min)" in format_report(two)
     three = {"error": "minimize", "throughput": "maximize", "memory": "minimize"}
     goals = Objectives.of(three)
     inds = []
@@ -191,13 +195,13 @@ def test_unnamed_objectives_and_three_objectives(tmp_path):
         if ind.status is Status.COMPLETED:
             ind.losses, _ = goals.interpret(returned(ind.params()))
         inds.append(ind)
-    frame = results.to_dataframe(inds, objectives=three)
-    report = results.format_report(frame, objectives=three)
+    frame = to_dataframe(inds, objectives=three)
+    report = format_report(frame, objectives=three)
     assert "error (min), throughput (max), memory (min)" in report
-    assert set(results.pareto_front_rows(frame, three)["uid"]) == {ind.uid for ind in pareto_front(inds)}
-    from propulate import plotting
+    assert set(pareto_front_rows(frame, three)["uid"]) == {ind.uid for ind in pareto_front(inds)}
+    from propulate.report.plots import plot_front
 
-    fig = plotting.plot_front(frame, three)
+    fig = plot_front(frame, three)
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert [(ax.get_xlabel(), ax.get_ylabel()) for ax in panels] == [
         ("error (min)", "throughput (max)"),
@@ -210,52 +214,56 @@ def test_plots(named, tmp_path):
     pytest.importorskip("matplotlib")
     from matplotlib.image import imread
 
-    from propulate import plotting
+    from propulate.report.plots import (
+        plot_best_loss,
+        plot_front,
+        plot_hypervolume,
+        plot_parameters,
+        save_figures,
+    )
 
     _, frame = named
-    paths = plotting.save_figures(frame, tmp_path, dpi=60, objectives=NAMED)
+    paths = save_figures(frame, tmp_path, dpi=60, objectives=NAMED)
     assert [p.name for p in paths] == ["front.png", "hypervolume.png", "timeline.png", "parameters.png"]
     for path in paths:
         assert imread(path)[..., :3].std() > 0.05, f"{path.name} is blank"
-    front = plotting.plot_front(frame, NAMED)
+    front = plot_front(frame, NAMED)
     ax = front.axes[0]
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("error (min)", "throughput (max)")
     # The highlighted points are the front's, as returned (throughput not negated).
-    rows = results.pareto_front_rows(frame, NAMED)
+    rows = pareto_front_rows(frame, NAMED)
     highlighted = next(c for c in ax.collections if c.get_label() == "Pareto front").get_offsets()
     assert np.asarray(highlighted).tolist() == rows[["values_0", "values_1"]].to_numpy().tolist()
     staircase = ax.get_lines()[0].get_xydata()
     assert len(staircase) == 2 * len(rows) - 1
-    hv = plotting.plot_hypervolume(frame, NAMED)
+    hv = plot_hypervolume(frame, NAMED)
     assert "reference point error (min)" in hv.get_suptitle()
     steps = hv.axes[0].get_lines()[0].get_ydata()
     assert len(steps) == (frame["state"] == "COMPLETE").sum() and np.all(np.diff(steps) >= 0)
-    parameters = plotting.plot_parameters(frame, objectives=NAMED)
+    parameters = plot_parameters(frame, objectives=NAMED)
     assert parameters.axes[0].get_ylabel() == "error (min), the first objective"
     with pytest.raises(ValueError, match="several objectives"):
-        plotting.plot_best_loss(frame)
+        plot_best_loss(frame)
 
 
 def test_html_report(named, tmp_path):
     pytest.importorskip("plotly")
-    from propulate import html_report
+    from propulate.report.html import MULTI_OBJECTIVE_SECTIONS, build_html
 
     inds, frame = named
-    text = html_report.build_html(
-        frame, results.interim_losses(inds), objectives=NAMED, reference=[2.0, -1.0]
-    )
+    text = build_html(frame, interim_losses(inds), objectives=NAMED, reference=[2.0, -1.0])
     found = dict(re.findall(r'<section id="([a-z-]+)">(.*?)</section>', text, flags=re.DOTALL))
-    assert list(found) == list(html_report.MULTI_OBJECTIVE_SECTIONS)
+    assert list(found) == list(MULTI_OBJECTIVE_SECTIONS)
     assert 'class="plotly-graph-div"' in found["front"] and 'class="plotly-graph-div"' in found["hypervolume"]
     header = re.findall(r"<th>(.*?)</th>", found["front-table"])
     assert header[:4] == ["number", "error (min)", "throughput (max)", "memory"]
-    front = results.pareto_front_rows(frame, NAMED)
+    front = pareto_front_rows(frame, NAMED)
     assert [int(n) for n in re.findall(r"<tr><td>(\d+)</td>", found["front-table"])] == front[
         "number"
     ].tolist()
     assert "error (min) 2, throughput (max) -1 (given)" in found["hypervolume"]
     data = json.loads(re.search(r"id='report-data'>(.*?)</script>", text)[1])
-    history = results.hypervolume_history(frame, NAMED, reference=[2.0, -1.0])
+    history = hypervolume_history(frame, NAMED, reference=[2.0, -1.0])
     assert data["hypervolume"] == pytest.approx(history["hypervolume"].iloc[-1])
     assert data["front"] == len(front) and data["objectives"] == ["error (min)", "throughput (max)"]
     assert data["reference"] == [2.0, -1.0]
@@ -263,12 +271,12 @@ def test_html_report(named, tmp_path):
 
 def test_html_report_renders_in_a_browser(named, tmp_path):
     pytest.importorskip("plotly")
-    from propulate import html_report
+    from propulate.report.html import write_html
 
     from ..browser import launch, open_offline
 
     _, frame = named
-    path = html_report.write_html(frame, tmp_path / "r.html", objectives=NAMED)
+    path = write_html(frame, tmp_path / "r.html", objectives=NAMED)
     with launch() as browser:
         errors: list[str] = []
         page, escaped = open_offline(browser, path, errors)
@@ -291,7 +299,7 @@ def test_single_objective_report_unchanged():
         ind.metrics = {"accuracy": 1.0 - params["y"]} if i % 3 != 2 else {}
         ind.evaltime, ind.evalperiod = T0 + i + 1.0, 0.5 + 0.1 * i
         inds.append(ind)
-    report = results.format_report(results.to_dataframe(inds), top=3, title="single", notes=["a note"])
+    report = format_report(to_dataframe(inds), top=3, title="single", notes=["a note"])
     assert report == SINGLE
 
 
@@ -354,8 +362,8 @@ def test_command_line_on_a_checkpoint(checkpoint, tmp_path, capsys):
     assert (
         "objectives: error (min), throughput (max)" in report and "Hypervolume of the Pareto front" in report
     )
-    frame = results.load_dataframe(checkpoint)
-    front = results.pareto_front_rows(frame, NAMED)
+    frame = load_dataframe(checkpoint)
+    front = pareto_front_rows(frame, NAMED)
     assert f"Pareto front: {len(front)} distinct" in report
     assert main(["report", checkpoint, "--reference", "2", "-1"]) == 0
     assert "(given)" in capsys.readouterr().out

@@ -1,4 +1,4 @@
-"""The HTML report, the report's metrics and the missing-package message (html_report.py, __main__.py)."""
+"""The HTML report, the report's metrics and the missing-package message (report/html.py, __main__.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from propulate import Float, html_report, results
+from propulate import Float
 from propulate.checkpoint import make_uid
 from propulate.individual import Individual, Status
+from propulate.report.frame import interim_losses, to_dataframe
+from propulate.report.html import SECTIONS, build_html, migration_counts
+from propulate.report.text import format_report
 
 pytest.importorskip("plotly")
 
@@ -62,13 +65,13 @@ def sections(text: str) -> dict[str, str]:
 
 
 def build(population: list[Individual]) -> str:
-    frame = results.to_dataframe(population)
-    return html_report.build_html(frame, results.interim_losses(population), title="my run", notes=["n1"])
+    frame = to_dataframe(population)
+    return build_html(frame, interim_losses(population), title="my run", notes=["n1"])
 
 
 def test_every_section_holds_its_figure_or_table(population):
     found = sections(build(population))
-    assert list(found) == list(html_report.SECTIONS)
+    assert list(found) == list(SECTIONS)
     for key, body in found.items():
         tag = "<table>" if key in ("top", "failures") else 'class="plotly-graph-div"'
         assert tag in body, key
@@ -83,7 +86,7 @@ def test_self_contained_and_deterministic(population):
 
 
 def test_top_table_has_metrics_and_failures_are_listed(population):
-    frame = results.to_dataframe(population)
+    frame = to_dataframe(population)
     found = sections(build(population))
     header = re.findall(r"<th>(.*?)</th>", found["top"])
     assert header[:3] == ["number", "loss", "accuracy"] and header[-3:] == ["lr", "layers", "act"]
@@ -93,40 +96,40 @@ def test_top_table_has_metrics_and_failures_are_listed(population):
     # The error each failed with, from the checkpoint (Individual.error), not only "see the log".
     assert found["failures"].count("ValueError: diverged at generation") == 4, found["failures"]
     # As read from a checkpoint written before errors were kept.
-    older = html_report.build_html(frame.drop(columns="system_attrs_fail_reason"))
+    older = build_html(frame.drop(columns="system_attrs_fail_reason"))
     assert "stores no error messages" in sections(older)["failures"]
 
 
 def test_log_axis_migration_and_interim(population):
     found = sections(build(population))
     assert '"type":"log"' in found["parameters"] and "lr (log)" in found["parallel"]
-    counts = html_report.migration_counts(results.to_dataframe(population))
+    counts = migration_counts(to_dataframe(population))
     assert counts.tolist() == [[0, 1], [1, 0]]
     assert "2 move(s) between 2 island(s)" in found["migration"]
     assert "pruned here" in found["interim"] and "learning curves" in found["interim"]
 
 
 def test_interim_losses_one_row_per_step(population):
-    frame = results.to_dataframe(population)
-    interim = results.interim_losses(population)
+    frame = to_dataframe(population)
+    interim = interim_losses(population)
     assert list(interim.columns) == ["uid", "step", "loss"]
     joined = interim.merge(frame[["uid", "state"]], on="uid")
     steps = joined.groupby("uid")["step"].max()
     assert set(steps[joined.groupby("uid")["state"].first() == "COMPLETE"]) == {2}
     assert set(steps[joined.groupby("uid")["state"].first() == "PRUNED"]) == {1}
-    assert len(results.interim_losses([])) == 0
+    assert len(interim_losses([])) == 0
 
 
 def test_empty_and_all_failed_runs_still_have_every_section(population):
     failed = [ind for ind in population if ind.status is Status.FAILED]
     for inds in (failed, []):
-        frame = results.to_dataframe(inds, population[0].space)
-        found = sections(html_report.build_html(frame, results.interim_losses(inds)))
-        assert list(found) == list(html_report.SECTIONS)
+        frame = to_dataframe(inds, population[0].space)
+        found = sections(build_html(frame, interim_losses(inds)))
+        assert list(found) == list(SECTIONS)
 
 
 def test_text_report_lists_metrics(population):
-    report = results.format_report(results.to_dataframe(population), top=2)
+    report = format_report(to_dataframe(population), top=2)
     lines = report.splitlines()
     header = next(line for line in lines if line.split()[:3] == ["#", "number", "loss"])
     assert header.split()[3] == "accuracy"

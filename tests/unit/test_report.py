@@ -1,4 +1,4 @@
-"""Export, report and figures on one process (results.py, plotting.py, __main__.py), no checkpoint needed."""
+"""Export, report and figures on one process (propulate/report/, __main__.py), no checkpoint needed."""
 
 from __future__ import annotations
 
@@ -15,10 +15,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from propulate import results
 from propulate.__main__ import main
 from propulate.checkpoint import Checkpoint, make_uid
 from propulate.individual import Individual, Status
+from propulate.report.frame import checkpoint_dataframe, to_dataframe, write_csv, write_json
+from propulate.report.summary import (
+    best,
+    evaluations_per_hour,
+    island_summary,
+    repeated,
+    session_spans,
+    status_counts,
+    time_unit,
+    utilization,
+)
+from propulate.report.text import format_report
 from propulate.space import SearchSpace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,7 +93,7 @@ def population() -> list[Individual]:
 
 
 def test_one_row_per_evaluation(population):
-    frame = results.to_dataframe(population)
+    frame = to_dataframe(population)
     assert len(frame) == 5
     # Numbered by start time.
     assert frame["number"].tolist() == list(range(5))
@@ -125,7 +136,7 @@ def test_parameters_decoded_like_individuals():
         ind.uid, ind.island, ind.evaltime, ind.evalperiod = i, 0, T0 + i, 0.5
         ind.status, ind.loss = Status.COMPLETED, rng.random()
         inds.append(ind)
-    frame = results.to_dataframe(inds)
+    frame = to_dataframe(inds)
     for ind, (_, row) in zip(inds, frame.iterrows(), strict=True):
         assert {name: row[f"params_{name}"] for name in LIMITS} == ind.params()
     assert frame["params_act"].dtype.name == "category"
@@ -135,29 +146,29 @@ def test_parameters_decoded_like_individuals():
 
 def test_ties_in_start_time_are_broken_by_uid():
     inds = [individual(0, w, 0, 1.0, 1.0) for w in (1, 0)]
-    frame = results.to_dataframe(inds)
+    frame = to_dataframe(inds)
     assert frame["uid"].tolist() == sorted(ind.uid for ind in inds)
 
 
 def test_empty_and_mixed_spaces():
-    frame = results.to_dataframe([], SearchSpace.of(LIMITS))
+    frame = to_dataframe([], SearchSpace.of(LIMITS))
     assert len(frame) == 0
     assert {"params_lr", "params_act", "params_layers", "state", "migration_history"} <= set(frame.columns)
-    assert "no finished evaluations" in results.format_report(frame)
+    assert "no finished evaluations" in format_report(frame)
     other = Individual({"x": 1.0}, {"x": (0.0, 2.0)})
     with pytest.raises(ValueError, match="different search spaces"):
-        results.to_dataframe([individual(0, 0, 0, 0.0, 1.0), other])
+        to_dataframe([individual(0, 0, 0, 0.0, 1.0), other])
 
 
 def test_interrupted_evaluations_are_listed_on_request():
     done = individual(0, 0, 0, 0.0, 1.0)
     cut = individual(0, 0, 1, 0.0, 0.0, loss=math.inf, status=Status.INTERRUPTED)
     cut.evaltime = math.inf
-    frame = results.to_dataframe([cut, done])
+    frame = to_dataframe([cut, done])
     assert frame["state"].tolist() == ["COMPLETE", "WAITING"]  # unfinished ones last
     assert pd.isna(frame["datetime_start"].iloc[1]) and math.isnan(frame["value"].iloc[1])
-    assert results.status_counts(frame).to_dict() == {"COMPLETE": 1, "PRUNED": 0, "FAIL": 0, "WAITING": 1}
-    report = results.format_report(frame)
+    assert status_counts(frame).to_dict() == {"COMPLETE": 1, "PRUNED": 0, "FAIL": 0, "WAITING": 1}
+    report = format_report(frame)
     assert "1 evaluation(s) cut short by the end of the job" in report
 
 
@@ -168,8 +179,8 @@ def test_checkpoint_dataframe(population):
     checkpoint = Checkpoint(
         Path("ckpt"), {}, SearchSpace.of(LIMITS), populations=populations, pending={1: [cut]}
     )
-    assert results.checkpoint_dataframe(checkpoint).equals(results.to_dataframe(population))
-    frame = results.checkpoint_dataframe(checkpoint, include_interrupted=True)
+    assert checkpoint_dataframe(checkpoint).equals(to_dataframe(population))
+    frame = checkpoint_dataframe(checkpoint, include_interrupted=True)
     assert len(frame) == 6 and frame["state"].iloc[-1] == "WAITING" and frame["generation"].iloc[-1] == 1
 
 
@@ -188,14 +199,14 @@ def resumed_run() -> list[Individual]:
 
 
 def test_sessions_throughput_and_utilization():
-    frame = results.to_dataframe(resumed_run())
+    frame = to_dataframe(resumed_run())
     assert frame["session"].tolist() == [0] * 9 + [1] * 4  # the redone evaluation ran in session 1
-    spans = results.session_spans(frame)
+    spans = session_spans(frame)
     assert spans["span_s"].tolist() == [10.0, 4.0]
     assert spans["workers"].tolist() == [2, 1]
     assert spans["evaluations"].tolist() == [9, 4]
-    assert results.evaluations_per_hour(frame) == pytest.approx(13 * 3600 / 14.0)
-    per_worker, overall = results.utilization(frame)
+    assert evaluations_per_hour(frame) == pytest.approx(13 * 3600 / 14.0)
+    per_worker, overall = utilization(frame)
     busy = {(0, 0): 10.0, (0, 1): 3.0 + 3.5 + 4.0}
     available = {(0, 0): 10.0, (0, 1): 14.0}
     for key in busy:
@@ -203,38 +214,38 @@ def test_sessions_throughput_and_utilization():
         assert per_worker.loc[key, "available_s"] == pytest.approx(available[key])
         assert per_worker.loc[key, "utilization"] == pytest.approx(busy[key] / available[key])
     assert overall == pytest.approx(sum(busy.values()) / sum(available.values()))
-    report = results.format_report(frame)
+    report = format_report(frame)
     assert "Sessions (a resumed run has several; times in UTC)" in report
     assert "13 finished evaluations by 2 worker(s), 2 session(s)" in report
 
 
 def test_best_counts_and_islands(population):
-    frame = results.to_dataframe(population)
-    best = results.best(frame, 2)
-    assert best["value"].tolist() == [0.125, 0.25]
-    twice = results.to_dataframe(
+    frame = to_dataframe(population)
+    top_two = best(frame, 2)
+    assert top_two["value"].tolist() == [0.125, 0.25]
+    twice = to_dataframe(
         [*population[:5], individual(0, 0, 7, 9.0, 1.0, loss=0.125, params=population[4].params())]
     )
-    assert results.best(twice, 5)["value"].tolist() == [0.125, 0.25, 0.5]  # one row per configuration
-    assert len(results.best(twice, 5, distinct=False)) == 4
+    assert best(twice, 5)["value"].tolist() == [0.125, 0.25, 0.5]  # one row per configuration
+    assert len(best(twice, 5, distinct=False)) == 4
     # c and d, bred on island 1, have the same parameters; the last of ``twice`` repeats e on island 0.
-    assert results.repeated(frame) == (1, 1)
-    assert results.repeated(twice) == (2, 2)
-    elsewhere = results.to_dataframe(
+    assert repeated(frame) == (1, 1)
+    assert repeated(twice) == (2, 2)
+    elsewhere = to_dataframe(
         [*population[:5], individual(1, 0, 7, 9.0, 1.0, loss=0.5, params=population[4].params())]
     )
-    assert results.repeated(elsewhere) == (1, 2)  # e's configuration again, but bred on island 1
+    assert repeated(elsewhere) == (1, 2)  # e's configuration again, but bred on island 1
     with pytest.raises(ValueError, match="n: expected a positive integer"):
-        results.best(frame, 0)
-    assert results.status_counts(frame).to_dict() == {"COMPLETE": 3, "PRUNED": 1, "FAIL": 1}
-    islands = results.island_summary(frame)
+        best(frame, 0)
+    assert status_counts(frame).to_dict() == {"COMPLETE": 3, "PRUNED": 1, "FAIL": 1}
+    islands = island_summary(frame)
     assert islands["evaluations"].to_dict() == {0: 3, 1: 2}
     assert islands["fail"].to_dict() == {0: 0, 1: 1}
     assert islands.loc[0, "best_value"] == 0.125 and math.isnan(islands.loc[1, "best_value"])
 
 
 def test_report_text(population):
-    report = results.format_report(results.to_dataframe(population), top=2, title="my run")
+    report = format_report(to_dataframe(population), top=2, title="my run")
     lines = report.splitlines()
     assert lines[:2] == ["my run", "======"]
     assert "Best 2 distinct configuration(s) of 3 completed evaluations" in report
@@ -262,15 +273,15 @@ def test_report_text(population):
 
 
 def test_time_unit():
-    assert results.time_unit(59.0) == (1.0, "s")
-    assert results.time_unit(600.0) == (60.0, "min")
-    assert results.time_unit(86400.0) == (3600.0, "h")
+    assert time_unit(59.0) == (1.0, "s")
+    assert time_unit(600.0) == (60.0, "min")
+    assert time_unit(86400.0) == (3600.0, "h")
 
 
 def test_csv_and_json_round_trip(population, tmp_path):
-    frame = results.to_dataframe(population)
-    results.write_csv(frame, tmp_path / "r.csv")
-    results.write_json(frame, tmp_path / "r.json")
+    frame = to_dataframe(population)
+    write_csv(frame, tmp_path / "r.csv")
+    write_json(frame, tmp_path / "r.json")
     back = pd.read_csv(tmp_path / "r.csv", parse_dates=["datetime_start", "datetime_complete"])
     assert back.columns.tolist() == frame.columns.tolist()
     assert back["datetime_start"].tolist() == frame["datetime_start"].tolist()
@@ -284,16 +295,16 @@ def test_csv_and_json_round_trip(population, tmp_path):
     loaded = pd.read_json(tmp_path / "r.json", orient="records")
     assert loaded["params_lr"].tolist() == pytest.approx(frame["params_lr"].tolist(), rel=1e-14)
     stream = io.StringIO()
-    results.write_csv(frame, stream)
+    write_csv(frame, stream)
     assert stream.getvalue() == (tmp_path / "r.csv").read_text()
 
 
 def test_figures(population, tmp_path):
     from matplotlib.image import imread
 
-    from propulate.plotting import save_figures
+    from propulate.report.plots import save_figures
 
-    frame = results.to_dataframe(resumed_run() + population[5:])
+    frame = to_dataframe(resumed_run() + population[5:])
     paths = save_figures(frame, tmp_path / "figs", dpi=80)
     assert [p.name for p in paths] == ["best_loss.png", "timeline.png", "parameters.png"]
     for path in paths:
@@ -304,19 +315,19 @@ def test_figures(population, tmp_path):
         assert image[..., :3].std() > 0.05, f"{path.name} is blank"
     with pytest.raises(ValueError, match="dpi"):
         save_figures(frame, tmp_path, dpi=0)
-    empty = results.to_dataframe([], SearchSpace.of(LIMITS))
+    empty = to_dataframe([], SearchSpace.of(LIMITS))
     assert len(save_figures(empty, tmp_path / "empty")) == 3
 
 
 def test_missing_extras(monkeypatch):
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match=r'pip install "propulate\[export\]"'):
-        results.to_dataframe([])
+        to_dataframe([])
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    from propulate import plotting
+    from propulate.report import plots
 
     with pytest.raises(ImportError, match=r'pip install "propulate\[plot\]"'):
-        plotting._figure(1.0, 1.0)
+        plots._figure(1.0, 1.0)
 
 
 def test_command_line_errors(tmp_path, capsys):
@@ -336,7 +347,7 @@ def test_command_line_errors(tmp_path, capsys):
 
 def test_no_mpi_and_no_pyplot_on_import():
     code = (
-        "import sys, propulate.__main__, propulate.results, propulate.plotting; "
+        "import sys, propulate.__main__, propulate.report, propulate.report.plots; "
         "assert 'mpi4py.MPI' not in sys.modules, 'MPI loaded'; "
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot loaded'"
     )
@@ -374,6 +385,6 @@ def synthetic(n: int, workers: int = 64, seed: int = 0) -> list[Individual]:
 def test_report_on_100k_individuals():
     # How long this takes is measured by benchmarks/suite.py (`python -m propulate report` on a checkpoint
     # of 100,000 evaluations), not here; this checks that the counts hold at that size.
-    frame = results.to_dataframe(synthetic(100_000))
-    report = results.format_report(frame)
+    frame = to_dataframe(synthetic(100_000))
+    report = format_report(frame)
     assert len(frame) == 100_000 and "100000 finished evaluations by 64 worker(s)" in report

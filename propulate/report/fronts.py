@@ -1,6 +1,6 @@
 """Pareto fronts in a run's table: the front's rows, the reference point and the hypervolume over time.
 
-Works on the frame of :func:`propulate.results.to_dataframe` of a run with several objectives (columns
+Works on the frame of :func:`propulate.report.frame.to_dataframe` of a run with several objectives (columns
 ``values_0``, ``values_1``, ...; :mod:`propulate.objectives`), for the report, the plots and the HTML report.
 No MPI; pandas is needed, as for the frame itself.
 """
@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .objectives import Objectives, hypervolume, pareto_ranks
+from ..objectives import Objectives, hypervolume, pareto_ranks
+from .frame import epoch_seconds, require_pandas, value_columns
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -28,7 +29,6 @@ __all__ = [
     "objectives_of",
     "pareto_front_rows",
     "reference_point",
-    "value_columns",
 ]
 
 #: At how many evenly spaced points of the run the report gives the hypervolume of the front so far.
@@ -43,7 +43,7 @@ def objectives_of(frame: pd.DataFrame, objectives: Any = None) -> Objectives | N
     Parameters
     ----------
     frame : pandas.DataFrame
-        What :func:`propulate.results.to_dataframe` returned: a ``value`` column for a single loss,
+        What :func:`propulate.report.frame.to_dataframe` returned: a ``value`` column for a single loss,
         ``values_0``, ``values_1``, ... for several objectives.
     objectives : optional
         The run's ``objectives`` in any form :meth:`propulate.objectives.Objectives.of` takes, e.g. the
@@ -78,11 +78,6 @@ def objective_labels(goals: Objectives) -> list[str]:
     ]
 
 
-def value_columns(goals: Objectives) -> list[str]:
-    """Return the frame's columns of the objectives, Optuna's names: ``values_0``, ``values_1``, ..."""
-    return [f"values_{i}" for i in range(len(goals))]
-
-
 def _several(frame: pd.DataFrame, objectives: Any) -> Objectives:
     goals = objectives_of(frame, objectives)
     if goals is None:
@@ -108,7 +103,7 @@ def pareto_front_rows(frame: pd.DataFrame, objectives: Any = None) -> pd.DataFra
     Parameters
     ----------
     frame : pandas.DataFrame
-        What :func:`propulate.results.to_dataframe` returned for a run with several objectives.
+        What :func:`propulate.report.frame.to_dataframe` returned for a run with several objectives.
     objectives : optional
         Their names and directions (see :func:`objectives_of`).
 
@@ -155,7 +150,7 @@ def reference_point(
     Parameters
     ----------
     frame : pandas.DataFrame
-        What :func:`propulate.results.to_dataframe` returned for a run with several objectives.
+        What :func:`propulate.report.frame.to_dataframe` returned for a run with several objectives.
     objectives : optional
         Their names and directions (see :func:`objectives_of`).
     reference : sequence of float, optional
@@ -213,7 +208,7 @@ def hypervolume_history(
     Parameters
     ----------
     frame : pandas.DataFrame
-        What :func:`propulate.results.to_dataframe` returned for a run with several objectives.
+        What :func:`propulate.report.frame.to_dataframe` returned for a run with several objectives.
     objectives : optional
         Their names and directions (see :func:`objectives_of`).
     reference : sequence of float, optional
@@ -236,16 +231,16 @@ def hypervolume_history(
         If the frame is of a run with one loss, ``reference`` is not one finite number per objective, or
         ``points`` is neither ``None`` nor a positive integer.
     """
-    from .results import _pandas  # pandas, or an ImportError that says which extra installs it
-
-    pd = _pandas()
+    pd = require_pandas()
     if points is not None and (isinstance(points, bool) or not isinstance(points, int) or points < 1):
         raise ValueError(f"points: expected a positive integer or None, got {points!r}")
     goals = _several(frame, objectives)
     ref = reference_point(frame, goals, reference)
     params = [c for c in frame.columns if c.startswith("params_")]
     complete = frame.loc[frame["state"] == "COMPLETE"]
-    complete = complete.iloc[np.lexsort((complete["number"].to_numpy(), _epoch_seconds(complete)))]
+    complete = complete.iloc[
+        np.lexsort((complete["number"].to_numpy(), epoch_seconds(complete["datetime_complete"])))
+    ]
     n = len(complete)
     ends = np.arange(1, n + 1) if points is None else np.unique(-((-np.arange(1, points + 1) * n) // points))
     ends = ends[ends > 0]
@@ -273,10 +268,3 @@ def hypervolume_history(
     )
     history.attrs["reference"] = ref
     return history
-
-
-def _epoch_seconds(rows: pd.DataFrame) -> np.ndarray:
-    from .results import _pandas  # pandas, or an ImportError that says which extra installs it
-
-    pd = _pandas()
-    return (rows["datetime_complete"] - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()

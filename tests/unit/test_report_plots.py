@@ -10,9 +10,10 @@ import math
 import numpy as np
 import pytest
 
-from propulate import plotting, results
 from propulate.checkpoint import make_uid
 from propulate.individual import Individual, Status
+from propulate.report.frame import to_dataframe
+from propulate.report.plots import plot_best_loss, plot_parameters, plot_timeline
 
 pytest.importorskip("matplotlib")
 
@@ -36,8 +37,8 @@ def evaluation(
 
 def test_timeline_shows_back_to_back_evaluations_apart():
     # Two workers, five evaluations of one second each, each starting where the last ended.
-    frame = results.to_dataframe([evaluation(w, g, float(g), 1.0, 0.5) for w in range(2) for g in range(5)])
-    fig = plotting.plot_timeline(frame)
+    frame = to_dataframe([evaluation(w, g, float(g), 1.0, 0.5) for w in range(2) for g in range(5)])
+    fig = plot_timeline(frame)
     fig.set_dpi(100)
     fig.canvas.draw()
     pixels = np.asarray(fig.canvas.buffer_rgba())[:, :, :3].astype(float)
@@ -54,8 +55,8 @@ def test_timeline_shows_back_to_back_evaluations_apart():
 
 def test_integer_parameter_points_do_not_hide_each_other():
     # Eight evaluations of layers=3 with the same loss: eight markers, not one.
-    frame = results.to_dataframe([evaluation(0, g, float(g), 1.0, 0.5, layers=3) for g in range(8)])
-    fig = plotting.plot_parameters(frame)
+    frame = to_dataframe([evaluation(0, g, float(g), 1.0, 0.5, layers=3) for g in range(8)])
+    fig = plot_parameters(frame)
     panel = next(ax for ax in fig.axes if ax.get_xlabel() == "layers")
     points = np.concatenate([c.get_offsets() for c in panel.collections if len(c.get_offsets()) == 8])
     assert len(np.unique(points[:, 0])) == 8
@@ -63,9 +64,9 @@ def test_integer_parameter_points_do_not_hide_each_other():
     assert np.all(np.abs(points[:, 0] - 3) < 0.5)
 
 
-@pytest.mark.parametrize("draw", [plotting.plot_best_loss, plotting.plot_parameters])
+@pytest.mark.parametrize("draw", [plot_best_loss, plot_parameters])
 def test_all_failed_run_draws_no_meaningless_loss_ticks(draw):
-    frame = results.to_dataframe([evaluation(w, 0, 0.0, 1.0, math.nan) for w in range(3)])
+    frame = to_dataframe([evaluation(w, 0, 0.0, 1.0, math.nan) for w in range(3)])
     fig = draw(frame)
     fig.canvas.draw()
     for ax in (ax for ax in fig.axes if ax.get_visible()):
@@ -74,6 +75,6 @@ def test_all_failed_run_draws_no_meaningless_loss_ticks(draw):
 
 
 def test_all_failed_timeline_still_shows_the_failures():
-    frame = results.to_dataframe([evaluation(w, 0, 0.0, 1.0, math.nan) for w in range(3)])
-    ax = plotting.plot_timeline(frame).axes[0]
+    frame = to_dataframe([evaluation(w, 0, 0.0, 1.0, math.nan) for w in range(3)])
+    ax = plot_timeline(frame).axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == [f"island 0, worker {w}" for w in range(3)]

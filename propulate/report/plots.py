@@ -1,4 +1,4 @@
-"""Figures of a run, drawn from the frame of :func:`propulate.results.to_dataframe`.
+"""Figures of a run as PNG files, drawn from the frame of :func:`propulate.report.frame.to_dataframe`.
 
 - :func:`plot_best_loss`: the best loss so far against the number of finished evaluations and against
   wall-clock time;
@@ -12,8 +12,9 @@ the Pareto front highlighted) and :func:`plot_hypervolume` (the hypervolume of t
 place of :func:`plot_best_loss`, which has no single loss to show; :func:`plot_timeline` is the same, and
 :func:`plot_parameters` shows the first objective, named as such, with the front's evaluations marked.
 
-Time axes show wall-clock time *while running*: the sessions of a resumed run are put end to end (the time
-the job was not running between them is left out) and dotted lines mark where a session began.
+Time axes show wall-clock time *while running* (:func:`propulate.report.prepare.running_clock`): the
+sessions of a resumed run are put end to end (the time the job was not running between them is left out)
+and dotted lines mark where a session began.
 
 matplotlib is an optional dependency (``pip install "propulate[plot]"``), imported on first use. Figures are
 :class:`matplotlib.figure.Figure` objects drawn on the Agg canvas, without pyplot, so nothing here opens a
@@ -29,16 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .results import (
-    _pandas,
-    hypervolume_history,
-    objective_labels,
-    objectives_of,
-    pareto_front_rows,
-    session_spans,
-    time_unit,
-    utilization,
-)
+from .fronts import hypervolume_history, objective_labels, objectives_of, pareto_front_rows
+from .prepare import category_codes, front_points, loss_history, running_clock, staircase
+from .summary import session_spans, time_unit, utilization
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,7 +40,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .objectives import Objectives
+    from ..objectives import Objectives
 
 __all__ = [
     "FIGURES",
@@ -80,29 +74,6 @@ def _figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), layout="constrained")
     FigureCanvasAgg(fig)
     return fig
-
-
-def _running_clock(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return start and end of each evaluation and start of each session, in seconds while running.
-
-    The sessions are put end to end in order; evaluations that never finished get NaN.
-    """
-    spans = session_spans(frame)
-    origin = _epoch(spans["start"])
-    # Where each session starts on the running clock: after the spans of the sessions before it.
-    offset = np.concatenate(([0.0], np.cumsum(spans["span_s"].to_numpy())[:-1]))
-    where = np.searchsorted(spans.index.to_numpy(), frame["session"].to_numpy())
-    where = np.minimum(where, max(len(spans) - 1, 0))
-    shift = (offset[where] - origin[where]) if len(spans) else np.zeros(len(frame))
-    start = _epoch(frame["datetime_start"]) + shift
-    end = _epoch(frame["datetime_complete"]) + shift
-    return start, end, offset
-
-
-def _epoch(column: pd.Series) -> np.ndarray:
-    """Epoch seconds of a column of UTC timestamps; NaN for ``NaT``."""
-    pd = _pandas()
-    return (column - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=np.float64)
 
 
 def _dots(n: int) -> dict[str, float]:
@@ -162,17 +133,13 @@ def plot_best_loss(frame: pd.DataFrame) -> Figure:
         )
     fig = _figure(11.0, 4.5)
     by_count, by_time = fig.subplots(1, 2, sharey=True)
-    _, end, offsets = _running_clock(frame)
-    done = np.flatnonzero(~np.isnan(end))
-    done = done[np.argsort(end[done], kind="stable")]
-    states = frame["state"].to_numpy()[done]
-    losses = frame["value"].to_numpy(dtype=np.float64)[done]
+    history = loss_history(frame)
+    done, states, losses = history.rows, history.states, history.losses
     count = np.arange(1, len(done) + 1)
     complete = states == "COMPLETE"
-    best = np.fmin.accumulate(np.where(complete, losses, np.inf)) if len(done) else losses
-    best[~np.isfinite(best)] = np.nan
-    scale, unit = time_unit(float(np.nanmax(end)) if len(done) else 0.0)
-    for ax, x in ((by_count, count), (by_time, end[done] / scale)):
+    best = np.where(np.isfinite(history.best), history.best, np.nan)
+    scale, unit = time_unit(float(history.end.max()) if len(done) else 0.0)
+    for ax, x in ((by_count, count), (by_time, history.end / scale)):
         for state in ("COMPLETE", "PRUNED"):
             mask = states == state
             if mask.any():
@@ -185,7 +152,7 @@ def plot_best_loss(frame: pd.DataFrame) -> Figure:
     by_count.set_xlabel("finished evaluations (in order of completion)")
     by_count.set_ylabel("loss (lower is better)")
     by_count.set_title("Best loss vs. evaluations")
-    _mark_sessions(by_time, offsets, scale)
+    _mark_sessions(by_time, history.sessions, scale)
     by_time.set_xlabel(f"wall-clock time while running [{unit}]")
     by_time.set_title("Best loss vs. time")
     failed = int((frame["state"] == "FAIL").sum())
@@ -229,7 +196,7 @@ def plot_timeline(frame: pd.DataFrame) -> Figure:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    start, end, offsets = _running_clock(frame)
+    start, end, offsets = running_clock(frame)
     done = ~np.isnan(end)
     workers = frame.loc[done, ["island", "worker"]].drop_duplicates().sort_values(["island", "worker"])
     keys = list(workers.itertuples(index=False, name=None))
@@ -281,20 +248,6 @@ def plot_timeline(frame: pd.DataFrame) -> Figure:
     return fig
 
 
-def _category_codes(values: pd.Series, domain: Any) -> tuple[np.ndarray, list[Any]]:
-    """Return the category index of each value (float) and the categories, in the order of the choices."""
-    if values.dtype.name == "category":
-        return values.cat.codes.to_numpy().astype(np.float64), list(values.cat.categories)
-    if isinstance(domain, dict) and "choices" in domain:
-        choices = list(domain["choices"])
-    else:  # no search space known: the order of first appearance
-        choices = list(dict.fromkeys((type(v), v) for v in values))
-        choices = [v for _, v in choices]
-    index = {(type(c), c): i for i, c in enumerate(choices)}
-    codes = np.array([index.get((type(v), v), -1) for v in values], dtype=np.float64)
-    return codes, choices
-
-
 def plot_parameters(frame: pd.DataFrame, seed: int = 0, objectives: Any = None) -> Figure:
     """Return the figure of the loss against each parameter, one panel per parameter.
 
@@ -306,16 +259,17 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0, objectives: Any = None) 
     fifth of their step). Failed evaluations (no loss) are
     marked along the bottom edge; a star marks the best. With several objectives: the first objective as
     the loss function returned it, named with its direction (``error (min), the first objective``), and a
-    star on each evaluation of the Pareto front (:func:`propulate.fronts.pareto_front_rows`).
+    star on each evaluation of the Pareto front (:func:`propulate.report.fronts.pareto_front_rows`).
 
     Parameters
     ----------
     frame : pandas.DataFrame
-        What :func:`propulate.results.to_dataframe` returned.
+        What :func:`propulate.report.frame.to_dataframe` returned.
     seed : int
         Seed of the sideways spread of categorical points (the figure is reproducible).
     objectives : optional
-        The run's objectives, for their names and directions (see :func:`propulate.fronts.objectives_of`).
+        The run's objectives, for their names and directions (see
+        :func:`propulate.report.fronts.objectives_of`).
 
     Raises
     ------
@@ -351,7 +305,7 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0, objectives: Any = None) 
         values = frame[column]
         domain = declared.get(column[len("params_") :])
         if values.dtype.name == "category" or values.dtype == object:
-            codes, choices = _category_codes(values, domain)
+            codes, choices = category_codes(values, domain)
             x = codes + rng.uniform(-0.2, 0.2, size=len(codes))
             ax.set_xticks(range(len(choices)))
             ax.set_xticklabels([str(c) for c in choices])
@@ -413,46 +367,23 @@ def plot_parameters(frame: pd.DataFrame, seed: int = 0, objectives: Any = None) 
     return fig
 
 
-def _front_points(frame: pd.DataFrame, goals: Objectives) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Return the completed evaluations' numbers, objective values as returned, shape (n, M), and the front.
-
-    The front's rows index the arrays, best first in the first objective.
-    """
-    complete = frame.loc[frame["state"] == "COMPLETE"]
-    values = complete[[f"values_{i}" for i in range(len(goals))]].to_numpy(dtype=np.float64)
-    front = complete.index.get_indexer(pareto_front_rows(frame, goals).index)
-    return complete["number"].to_numpy(dtype=np.float64), values, front
-
-
-def _staircase(points: np.ndarray) -> np.ndarray:
-    """Return the corners of the boundary of what a 2-objective front dominates, front points included.
-
-    ``points`` are the front, best first in the first objective (so worst first in the second): from each
-    point the boundary runs parallel to the first objective's axis, to the next point's value, then
-    parallel to the second's, to the next point.
-    """
-    if len(points) < 2:
-        return points
-    corners = np.column_stack((points[1:, 0], points[:-1, 1]))
-    return np.concatenate([np.stack((points[:-1], corners), axis=1).reshape(-1, 2), points[-1:]])
-
-
 def plot_front(frame: pd.DataFrame, objectives: Any = None) -> Figure:
     """Return the figure of the completed evaluations in objective space, the Pareto front highlighted.
 
     Values as the loss function returned them, each axis named with its objective's direction (``error
-    (min)``); the front is :func:`propulate.fronts.pareto_front_rows`. Two objectives: one scatter of every
-    completed evaluation, the front's points highlighted and joined by the staircase that bounds what they
-    dominate. Three or more: one panel per pair of objectives, each a projection of the same points (a
+    (min)``); the front is :func:`propulate.report.fronts.pareto_front_rows`. Two objectives: one scatter of
+    every completed evaluation, the front's points highlighted and joined by the staircase that bounds what
+    they dominate. Three or more: one panel per pair of objectives, each a projection of the same points (a
     front point may look dominated in a projection). One objective: its values against the evaluations'
     ``number``.
 
     Parameters
     ----------
     frame : pandas.DataFrame
-        What :func:`propulate.results.to_dataframe` returned for a run with several objectives.
+        What :func:`propulate.report.frame.to_dataframe` returned for a run with several objectives.
     objectives : optional
-        The run's objectives, for their names and directions (see :func:`propulate.fronts.objectives_of`).
+        The run's objectives, for their names and directions (see
+        :func:`propulate.report.fronts.objectives_of`).
 
     Raises
     ------
@@ -463,7 +394,7 @@ def plot_front(frame: pd.DataFrame, objectives: Any = None) -> Figure:
     """
     goals = _goals(frame, objectives)
     labels = objective_labels(goals)
-    numbers, values, front = _front_points(frame, goals)
+    numbers, values, front = front_points(frame, goals)
     pairs = [(i, j) for i in range(len(goals)) for j in range(i + 1, len(goals))] or [(-1, 0)]
     ncols = min(3, len(pairs))
     nrows = math.ceil(len(pairs) / ncols)
@@ -476,7 +407,7 @@ def plot_front(frame: pd.DataFrame, objectives: Any = None) -> Figure:
             x[others], values[others, j], color=COLORS["COMPLETE"], label="completed", **_dots(len(values))
         )
         if len(front) and len(pairs) == 1 and i >= 0:
-            line = _staircase(values[front][:, [i, j]])
+            line = staircase(values[front][:, [i, j]])
             label = "bound of what the front dominates"
             ax.plot(line[:, 0], line[:, 1], color="black", linewidth=1.2, label=label)
         if len(front):
@@ -513,12 +444,12 @@ def plot_hypervolume(
 ) -> Figure:
     """Return the figure of the hypervolume of the Pareto front so far, against evaluations and time.
 
-    The hypervolume (:func:`propulate.fronts.hypervolume_history`) after every completed evaluation, in
+    The hypervolume (:func:`propulate.report.fronts.hypervolume_history`) after every completed evaluation, in
     the order they completed, or after each of 1,000 evenly spaced numbers of them when there are more,
     drawn as a step line; time is wall-clock time while running, as in :func:`plot_best_loss`. The
     reference point is stated in the title: ``reference`` (one number per objective in its own direction)
     or by default 10 % of each objective's range beyond its worst completed value
-    (:func:`propulate.fronts.reference_point`).
+    (:func:`propulate.report.fronts.reference_point`).
 
     Raises
     ------
@@ -530,7 +461,7 @@ def plot_hypervolume(
     goals = _goals(frame, objectives)
     completed = int((frame["state"] == "COMPLETE").sum())
     history = hypervolume_history(frame, goals, reference, points=None if completed <= 1000 else 1000)
-    _, end, offsets = _running_clock(frame)
+    _, end, offsets = running_clock(frame)
     at = end[frame.index.get_indexer(history["number"])]
     scale, unit = time_unit(float(np.nanmax(end)) if np.isfinite(end).any() else 0.0)
     fig = _figure(11.0, 4.5)
@@ -595,13 +526,14 @@ def save_figures(
     Parameters
     ----------
     frame : pandas.DataFrame
-        What :func:`propulate.results.to_dataframe` returned.
+        What :func:`propulate.report.frame.to_dataframe` returned.
     directory : str or pathlib.Path
         Where to write.
     dpi : int >= 1
         Resolution in dots per inch.
     objectives : optional
-        The run's objectives, for their names and directions (see :func:`propulate.fronts.objectives_of`).
+        The run's objectives, for their names and directions (see
+        :func:`propulate.report.fronts.objectives_of`).
     reference : sequence of float, optional
         The hypervolume's reference point (see :func:`plot_hypervolume`).
 

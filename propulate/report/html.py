@@ -20,7 +20,7 @@ sections, each an element with a stable ``id`` holding a plotly figure or a tabl
 ``interim``
     The interim losses of generator loss functions, pruned runs marked where they were stopped. A checkpoint
     holds them only when the run used a surrogate that records learning curves
-    (:func:`propulate.results.interim_losses`).
+    (:func:`propulate.report.frame.interim_losses`).
 ``failures``
     The failed evaluations: when, where, the error each failed with (``system_attrs_fail_reason``), and
     with which parameters.
@@ -34,12 +34,12 @@ as the loss function returned them:
     The completed evaluations in objective space, the Pareto front highlighted (two objectives: joined by
     the staircase that bounds what they dominate; three or more: a scatter matrix of every pair).
 ``front-table``
-    The Pareto front (:func:`propulate.fronts.pareto_front_rows`): distinct non-dominated completed
+    The Pareto front (:func:`propulate.report.fronts.pareto_front_rows`): distinct non-dominated completed
     evaluations with their metrics, where they were bred and their parameters, sorted by the first
     objective, at most :data:`MAX_FRONT_ROWS` of them.
 ``hypervolume``
     The hypervolume of the front so far against completed evaluations and time, and a table of it after
-    each tenth of the completed evaluations (:func:`propulate.fronts.hypervolume_history`), with the
+    each tenth of the completed evaluations (:func:`propulate.report.fronts.hypervolume_history`), with the
     reference point: the one given, or 10 % of each objective's range beyond its worst completed value.
 ``parallel``
     The objectives are axes too; lines are colored by Pareto rank among the lines shown (0: on the front;
@@ -49,9 +49,10 @@ as the loss function returned them:
 
 Figures with many points are thinned to at most :data:`MAX_POINTS` per figure and the parallel coordinates
 to :data:`MAX_LINES` lines (the best evaluations always kept, the rest a seeded random choice, so the file
-is the same every time it is built from the same checkpoint) and drawn with WebGL (``Scattergl``): the
-report of 100,000 evaluations builds in about 4 s and renders in about 4 s on two cores
-(``benchmarks/report_html.py``). plotly is an optional dependency (``pip install "propulate[report]"``).
+is the same every time it is built from the same checkpoint) and drawn with WebGL (``Scattergl``), so that
+the report of a run of 100,000 evaluations builds and renders in seconds (``benchmarks/report_html.py``
+measures both; ``benchmarks/README.md`` has the numbers). plotly is an optional dependency
+(``pip install "propulate[report]"``).
 """
 
 from __future__ import annotations
@@ -65,26 +66,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .objectives import pareto_ranks
-from .plotting import _category_codes, _running_clock, _staircase
-from .results import (
-    best,
-    configuration_table,
+from ..objectives import pareto_ranks
+from .frame import metric_columns
+from .fronts import (
     hypervolume_history,
-    metric_columns,
     minimized,
     non_dominated,
     objective_labels,
     objectives_of,
     pareto_front_rows,
-    status_counts,
-    time_unit,
 )
+from .prepare import category_codes, front_points, loss_history, running_clock, staircase
+from .summary import best, configuration_table, status_counts, time_unit
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .objectives import Objectives
+    from ..objectives import Objectives
 
 __all__ = [
     "MAX_FRONT_ROWS",
@@ -98,11 +96,12 @@ __all__ = [
 
 #: Most points (or lines, or timeline segments) drawn in one figure.
 MAX_POINTS = 10_000
-#: Most lines in the parallel-coordinates figure: each is drawn in full, and 20,000 of them took Chromium
-#: 4 to 5 s to draw on two cores (the rest of a 100,000-evaluation report: about 3 s).
+#: Most lines in the parallel-coordinates figure. A browser draws every line in full, so this bounds the
+#: time the figure takes to draw, which would otherwise dominate the page's.
 MAX_LINES = 1_000
-#: Most interim-loss curves drawn, and most failures listed.
+#: Most interim-loss curves drawn.
 MAX_CURVES = 2_000
+#: Most failed evaluations listed.
 MAX_FAILURES = 200
 #: Most rows of the Pareto front listed.
 MAX_FRONT_ROWS = 200
@@ -193,13 +192,9 @@ def _message(fig: Any, text: str) -> None:
 def _best_loss(frame: pd.DataFrame, go: Any) -> str:
     from plotly.subplots import make_subplots
 
-    _, end, _ = _running_clock(frame)
-    done = np.flatnonzero(~np.isnan(end))
-    done = done[np.argsort(end[done], kind="stable")]
-    states = frame["state"].to_numpy()[done]
-    losses = frame["value"].to_numpy(dtype=np.float64)[done]
-    best_so_far = np.fmin.accumulate(np.where(states == "COMPLETE", losses, np.inf)) if len(done) else losses
-    scale, unit = time_unit(float(np.nanmax(end)) if len(done) else 0.0)
+    history = loss_history(frame)
+    done, states, losses, best_so_far = history.rows, history.states, history.losses, history.best
+    scale, unit = time_unit(float(history.end.max()) if len(done) else 0.0)
     fig = make_subplots(
         rows=1, cols=2, shared_yaxes=True, subplot_titles=("against evaluations", "against time")
     )
@@ -210,7 +205,7 @@ def _best_loss(frame: pd.DataFrame, go: Any) -> str:
     improved = np.flatnonzero(np.r_[True, best_so_far[1:] < best_so_far[:-1]] & np.isfinite(best_so_far))
     steps = np.unique(np.r_[improved, len(done) - 1])
     shown = _thin(len(done), keep_first=improved)
-    for col, x in ((1, np.arange(1, len(done) + 1)), (2, end[done] / scale)):
+    for col, x in ((1, np.arange(1, len(done) + 1)), (2, history.end / scale)):
         for state in ("COMPLETE", "PRUNED"):
             mask = shown[states[shown] == state]
             fig.add_trace(
@@ -256,7 +251,7 @@ def _axis_values(
     values = frame[column]
     domain = space.get(column[len("params_") :])
     if values.dtype.name == "category" or values.dtype == object:
-        codes, choices = _category_codes(values, domain)  # in the declared order, as the static plots
+        codes, choices = category_codes(values, domain)  # in the declared order, as the static plots
         return codes, {"categories": [str(c) for c in choices]}
     return values.to_numpy(dtype=np.float64), {"log": isinstance(domain, dict) and bool(domain.get("log"))}
 
@@ -371,7 +366,7 @@ def _parameters(frame: pd.DataFrame, go: Any, loss: tuple[np.ndarray, np.ndarray
 
 def _timeline(frame: pd.DataFrame, go: Any, loss: tuple[np.ndarray, str] | None = None) -> str:
     """Each worker's evaluations; ``loss``: the values to show on hovering, and their name."""
-    start, end, _ = _running_clock(frame)
+    start, end, _ = running_clock(frame)
     fig = go.Figure()
     done = np.flatnonzero(~np.isnan(end))
     if not len(done):
@@ -557,11 +552,8 @@ def _failures(frame: pd.DataFrame) -> str:
 
 
 def _front(frame: pd.DataFrame, goals: Objectives, go: Any) -> str:
-    complete = frame.loc[frame["state"] == "COMPLETE"]
     labels = objective_labels(goals)
-    values = complete[[f"values_{i}" for i in range(len(goals))]].to_numpy(dtype=np.float64)
-    front = complete.index.get_indexer(pareto_front_rows(frame, goals).index)
-    numbers = complete["number"].to_numpy()
+    numbers, values, front = front_points(frame, goals)
     fig = go.Figure()
     if not len(values):
         _message(fig, "no completed evaluation")
@@ -600,7 +592,7 @@ def _front(frame: pd.DataFrame, goals: Objectives, go: Any) -> str:
                 hovertemplate=hover,
             )
         )
-        line = _staircase(values[front])
+        line = staircase(values[front])
         fig.add_trace(
             go.Scatter(
                 x=line[:, 0],
@@ -690,7 +682,7 @@ def _hypervolume(
     if not len(curve):
         _message(fig, "no completed evaluation")
         return f'<p class="note">{html.escape(note)}</p>' + _figure_html(fig, "hypervolume"), table
-    _, end, _ = _running_clock(frame)
+    _, end, _ = running_clock(frame)
     scale, unit = time_unit(float(np.nanmax(end)))
     at = end[frame.index.get_indexer(curve["number"])] / scale
     for col, x in ((1, curve["completed"].to_numpy()), (2, at)):
@@ -734,9 +726,9 @@ def build_html(
     Parameters
     ----------
     frame : pandas.DataFrame
-        What :func:`propulate.results.to_dataframe` returned.
+        What :func:`propulate.report.frame.to_dataframe` returned.
     interim : pandas.DataFrame, optional
-        What :func:`propulate.results.interim_losses` returned for the same individuals.
+        What :func:`propulate.report.frame.interim_losses` returned for the same individuals.
     title : str
         The page's title and first heading.
     notes : sequence of str
@@ -745,10 +737,12 @@ def build_html(
         How many of the best distinct configurations to list (with several objectives, unused: the front
         table lists up to :data:`MAX_FRONT_ROWS` rows).
     objectives : optional
-        The run's objectives, for their names and directions (see :func:`propulate.fronts.objectives_of`).
+        The run's objectives, for their names and directions (see
+        :func:`propulate.report.fronts.objectives_of`).
     reference : sequence of float, optional
         The hypervolume's reference point, one number per objective in its own direction (default: 10 % of
-        each objective's range beyond its worst completed value, :func:`propulate.fronts.reference_point`).
+        each objective's range beyond its worst completed value,
+        :func:`propulate.report.fronts.reference_point`).
 
     Returns
     -------
