@@ -18,7 +18,6 @@ import inspect
 import json
 import logging
 import math
-import pickle
 import socket
 import sys
 import time
@@ -40,10 +39,7 @@ from .surrogate.base import NullSurrogate, Surrogate
 
 log = logging.getLogger("propulate")
 
-__all__ = ["Evaluation", "Evaluator", "WorkerChannel", "is_generator", "make_surrogate"]
-
-_STOP = 0
-_TASK = 1
+__all__ = ["Evaluation", "Evaluator", "is_generator", "make_surrogate"]
 
 
 @dataclass(slots=True)
@@ -176,56 +172,6 @@ def _takes_communicator(loss_fn: Callable[..., Any]) -> bool:
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
     ]
     return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional)
-
-
-class WorkerChannel:
-    """Hands individuals from a worker's root to its other ranks.
-
-    The other ranks wait in a non-blocking broadcast polled with a short back-off, so idle sub-ranks do not
-    steal CPU time from the root on an oversubscribed node.
-
-    Parameters
-    ----------
-    comm : MPI.Comm
-        The library's duplicate of the worker communicator; the root is rank 0.
-    """
-
-    def __init__(self, comm: MPI.Comm) -> None:
-        self.comm = comm
-        self._header = np.zeros(2, dtype=np.int64)
-
-    def _post(self, kind: int, payload: bytes) -> None:
-        self._header[:] = (kind, len(payload))
-        # Non-blocking on both sides: a non-blocking collective only matches a non-blocking one.
-        self.comm.Ibcast(self._header, root=0).Wait()
-        if payload:
-            self.comm.Bcast([payload, MPI.BYTE], root=0)
-
-    def send_task(self, ind: Individual, resume: Resume | None = None) -> None:
-        """Root: start the evaluation of ``ind`` on every rank of the worker, resuming from ``resume``."""
-        self._post(_TASK, pickle.dumps((ind, resume), protocol=pickle.HIGHEST_PROTOCOL))
-
-    def send_stop(self) -> None:
-        """Root: release the other ranks; the run is over for this worker."""
-        self._post(_STOP, b"")
-
-    def next_task(self, check: Callable[[], None]) -> tuple[Individual, Resume | None] | None:
-        """Other ranks: wait for the next individual and what it resumes from; ``None``: the worker is done.
-
-        ``check`` is called while waiting; what it raises (another rank failed) ends the wait.
-        """
-        request = self.comm.Ibcast(self._header, root=0)
-        backoff = Backoff(cap=2e-3)
-        while not request.Test():
-            check()
-            backoff.wait()
-        kind, size = (int(x) for x in self._header)
-        if kind == _STOP:
-            return None
-        payload = bytearray(size)
-        self.comm.Bcast([payload, MPI.BYTE], root=0)
-        task: tuple[Individual, Resume | None] = pickle.loads(payload)
-        return task
 
 
 class Evaluator:

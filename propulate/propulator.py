@@ -41,7 +41,7 @@ from .checkpoint import (
 )
 from .checkpoint.evaluations import EvaluationFolders
 from .errors import RunAbortedError, RunFailedError, WorkerFailedError
-from .evaluation import Evaluator, WorkerChannel, make_surrogate
+from .evaluation import Evaluator, make_surrogate
 from .individual import ERROR_CHARS, Individual, Status
 from .lifecycle import StopConditions, Watchdog, seconds_from_environment
 from .migration import IsolatedIslands, MigrationPolicy, Topology
@@ -49,7 +49,7 @@ from .mpi.alarm import Alarm, FailureReport, agree, threads_may_poll
 from .mpi.dissemination import Relay, Relaying, linger
 from .mpi.messaging import Backoff, Mailbox, Tag, bcast, drain, wait
 from .mpi.news import IslandNews
-from .mpi.worker_comm import WorkerComm, in_collective
+from .mpi.worker_comm import WorkerChannel, WorkerComm, in_collective
 from .objectives import Objectives, pareto_front
 from .population import Population, memory_limit
 from .progress import Progress

@@ -43,10 +43,19 @@ from typing import Any
 
 import numpy as np
 
-from .alarm import threads_may_poll
-from .messaging import Mailbox, Tag
+from .messaging import Mailbox, Tag, threads_may_poll
 
-__all__ = ["LINGER", "LINGER_CAP", "RADIX", "Relay", "Relaying", "children", "fingers", "linger"]
+__all__ = [
+    "LINGER",
+    "LINGER_CAP",
+    "RADIX",
+    "Relay",
+    "Relaying",
+    "children",
+    "fingers",
+    "linger",
+    "tree_neighbours",
+]
 
 #: Radix of the relay tree. 8 keeps islands of up to 8 workers direct (each worker is a finger of every
 #: other), reaches 64 workers in 2 hops, 512 in 3 and 10,000 in 5, with at most 7 sends per level and
@@ -138,6 +147,17 @@ def _place(offset: int, radix: int) -> int:
 def fingers(size: int, radix: int = RADIX) -> list[int]:
     """Offsets every worker may send to (the sender's children): ``(radix - 1) ceil(log_radix size)``."""
     return children(0, size, radix)
+
+
+def tree_neighbours(rank: int, size: int) -> list[int]:
+    """Return the neighbours of ``rank`` in the binomial tree of ``size`` ranks rooted at 0, parent first.
+
+    The radix-2 tree above rooted at 0 (MPICH's binomial broadcast): the parent of ``rank`` is ``rank``
+    with its lowest set bit cleared; its children are ``rank + 2**j`` for every ``2**j`` below that bit
+    (below ``size`` for rank 0) that is a rank. At most ``ceil(log2 size)`` neighbours; the tree is
+    ``ceil(log2 size)`` levels deep. The alarm floods its notices over it (:mod:`propulate.mpi.alarm`).
+    """
+    return ([rank - (rank & -rank)] if rank else []) + children(rank, size, 2)
 
 
 class Relay:
@@ -283,7 +303,7 @@ class Relaying:
     only, an island's news would reach the workers one or more hops away an evaluation or more late, and a
     long evaluation would hold up everything behind it. The watchdog thread polls every
     :data:`propulate.lifecycle.TICK` seconds anyway (with ``MPI_THREAD_MULTIPLE``, see
-    :func:`propulate.mpi.alarm.threads_may_poll`); during :meth:`meanwhile` it takes in island news,
+    :func:`propulate.mpi.messaging.threads_may_poll`); during :meth:`meanwhile` it takes in island news,
     passes it on (:meth:`poll`) and keeps it for the loop (:meth:`taken`). Meanwhile the mailbox is used
     only under :attr:`lock`, by both threads.
 

@@ -1,4 +1,8 @@
-"""How messages travel: tags, non-blocking synchronous sends, coalescing, receiving, the end-of-run drain.
+"""How messages travel: tags, non-blocking sends and their buffers, coalescing, receiving, the final drain.
+
+This is the library's one message plane: every tag is a member of :class:`Tag`; every send keeps its buffer
+until it completes (:class:`Mailbox` for the loop's messages, :class:`Sends` for the alarm's notices); the
+trees that messages travel along are :mod:`propulate.mpi.dissemination`'s.
 
 Every message is serialized once and sent to all its destinations with ``Issend`` (non-blocking,
 synchronous mode); the buffer is kept until the send completes. A synchronous send completes only once the
@@ -32,7 +36,18 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "abandon", "bcast", "drain", "wait"]
+__all__ = [
+    "WINDOW",
+    "Backoff",
+    "Mailbox",
+    "Sends",
+    "Tag",
+    "abandon",
+    "bcast",
+    "drain",
+    "threads_may_poll",
+    "wait",
+]
 
 # Give the processor to another runnable process, if there is one (not available on every platform).
 _yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
@@ -72,8 +87,19 @@ def abandon(request: MPI.Request, *buffers: Any) -> None:
     _ABANDONED.append((request, *buffers))
 
 
+def threads_may_poll() -> bool:
+    """Whether MPI allows a second thread to take in messages while the main thread uses MPI."""
+    return MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+
+
 class Tag(IntEnum):
-    """Message tags. Each communicator the library uses is a ``Dup()``, so they cannot meet user traffic."""
+    """Message tags. Each communicator the library uses is a ``Dup()``, so they cannot meet user traffic.
+
+    The loop's messages travel on the communicator of all worker roots; the alarm's notices
+    (:mod:`propulate.mpi.alarm`) on duplicates of the worker communicator and of the worker roots' made for
+    each run; a multi-rank worker's tasks (:class:`propulate.mpi.worker_comm.WorkerChannel`) in broadcasts
+    over the worker's communicator, whose header names the kind.
+    """
 
     #: Intra-island news, relayed (:mod:`propulate.mpi.dissemination`): newly evaluated individuals,
     #: immigrants, deactivations, and :data:`SURROGATE` news, of one or more senders (to a relay finger).
@@ -86,6 +112,18 @@ class Tag(IntEnum):
     #: What a surrogate learned from a run still under way, e.g. a rung result: relayed with the island
     #: news, under this tag inside an :data:`ISLAND_UPDATE` message.
     SURROGATE = 5
+    #: Alarm: a rank of this worker received a stop signal; the payload is the grace period left, seconds.
+    STOP_WORKER = 11
+    #: Alarm: a rank of the run failed; the payload is a :class:`propulate.mpi.alarm.FailureReport`.
+    FAILURE = 12
+    #: Alarm: the loss function raised on a rank of this worker; the payload is the evaluation's number.
+    LEFT = 13
+    #: Alarm: a worker asked the run to stop; the payload is a :class:`propulate.mpi.alarm.StopRequest`.
+    STOP_RUN = 14
+    #: Worker channel: an individual to evaluate on every rank of the worker.
+    TASK = 21
+    #: Worker channel: the worker's run is over; its other ranks return.
+    RELEASE = 22
 
 
 class Backoff:
@@ -117,6 +155,36 @@ class Backoff:
             return
         time.sleep(self.delay)
         self.delay = min(2 * self.delay, self.cap)
+
+
+class Sends:
+    """Non-blocking sends in flight, each with the buffer it reads, kept until the send completes.
+
+    Buffers must outlive their sends: MPI reads them until the request completes. :meth:`prune` drops the
+    completed ones; :meth:`close` gives up on the others (:func:`abandon`), for a rank whose partners may
+    never receive them (they ended their run).
+    """
+
+    def __init__(self) -> None:
+        self._sends: list[tuple[MPI.Request, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self._sends)
+
+    def add(self, request: MPI.Request, buffer: Any) -> None:
+        """Keep ``buffer`` until ``request`` (a send that reads it) completes."""
+        self._sends.append((request, buffer))
+
+    def prune(self) -> None:
+        """Forget the sends that completed (one test each)."""
+        self._sends = [(request, buffer) for request, buffer in self._sends if not request.Test()]
+
+    def close(self) -> None:
+        """Give up on the sends still in flight, keeping them and their buffers alive (:func:`abandon`)."""
+        for request, buffer in self._sends:
+            if not request.Test():
+                abandon(request, buffer)
+        self._sends = []
 
 
 class _Batch(tuple):  # type: ignore[type-arg]
@@ -257,6 +325,10 @@ class Mailbox:
                     matched[dest] = matched.get(dest, 0) + done
                     self._in_flight[dest] = deque(entry for entry in sends if entry[0])
             self._completed = False
+
+    def waiting(self) -> bool:
+        """Whether a message of any tag has arrived: one probe, nothing received (a cheap poll in a wait)."""
+        return bool(self.comm.iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG))
 
     def receive(self, tag: Tag) -> list[tuple[int, Any]]:
         """Return ``(source, object)`` for every message with ``tag`` that has arrived, in arrival order.
