@@ -63,7 +63,7 @@ from .population import Population
 from .propagators.base import Propagator, as_list
 from .space import SearchSpace
 
-__all__ = ["DUE", "MAX_ATTEMPTS", "MAX_DRAWS", "MAX_LAG", "MAX_WAIT", "Breeder", "find_space"]
+__all__ = ["DUE", "MAX_ATTEMPTS", "MAX_DRAWS", "MAX_LAG", "Breeder", "find_space"]
 
 log = logging.getLogger("propulate")
 
@@ -74,9 +74,6 @@ MAX_DRAWS = 64
 #: How many evaluations an island peer may have started fewer than this worker before the worker gives
 #: the peer's news time to arrive (see :meth:`Breeder.behind`).
 MAX_LAG = 2
-#: Seconds a worker gives late news of its island peers to arrive before it breeds, and, in a finite space,
-#: its announcement to reach the peers that may be breeding before it evaluates, at most.
-MAX_WAIT = 0.01
 #: A peer's running evaluation is due once this many times its mean evaluation time has passed since it
 #: announced the evaluation (the margin covers its loop and the scheduling of its rank).
 DUE = 1.5
