@@ -639,9 +639,9 @@ def _abort_job(pause: float = 1.0) -> None:
     """Take the whole job down with ``MPI_Abort``, once what this rank logged can reach the job's output.
 
     Launchers (Hydra's proxies, ``srun``) forward a rank's output asynchronously, and the abort kills the
-    forwarding processes too: output still in a pipe is lost, and with it the reason for the abort (seen
-    once in tests on a loaded machine, with an empty job output). So the log handlers and standard streams
-    are flushed first and the launcher gets ``pause`` seconds to forward them.
+    forwarding processes too: output still in a pipe is lost, and with it the reason for the abort. So the
+    log handlers and standard streams are flushed first and the launcher gets ``pause`` seconds to forward
+    them.
     """
     for stream in [*logging.getLogger().handlers, *log.handlers, sys.stdout, sys.stderr]:
         try:

@@ -26,9 +26,8 @@ relaying, and nobody relays.
 A worker that has finished its generations relays for the others until the last one ends. What it passes on
 is urgent only where it reaches a worker that still breeds: a destination whose subtree, in the tree of the
 news' sender, holds only workers that have retired gets its news at the end of the run instead (the drain
-of :mod:`propulate.mpi.messaging` sends everything held). Otherwise every finished worker kept sending as
-often as it did while it evaluated, to no one who needed it yet: at 128 workers on 2 cores, 2.7 messages
-per evaluation beyond the 15 fingers.
+of :mod:`propulate.mpi.messaging` sends everything held); otherwise every finished worker would keep sending
+as often as it did while it evaluated, to no one who needs it yet.
 """
 
 from __future__ import annotations
@@ -60,21 +59,20 @@ __all__ = [
 #: Radix of the relay tree. 8 keeps islands of up to 8 workers direct (each worker is a finger of every
 #: other), reaches 64 workers in 2 hops, 512 in 3 and 10,000 in 5, with at most 7 sends per level and
 #: poll: 15 at 128 workers, 35 at 10,000. Each hop a piece of news waits for the relaying worker to poll,
-#: and announcements that arrive late let two workers evaluate the same configuration (in a space of 12
-#: configurations, 8 workers with radix 4 evaluated 17 times), so hops cost more than sends.
+#: and announcements that arrive late let two workers evaluate the same configuration, so hops cost more
+#: than sends (measurements: :doc:`/design/architecture`).
 RADIX = 8
 
 #: Seconds at least that a worker that has finished its generations lets news to pass on gather before
 #: it sends them (at most once per its mean generation time, if that is longer: as often as it did while
-#: it evaluated). It relays for its island until the last worker ends; sending at every arrival, the first
-#: workers to finish sent up to 44 messages per own evaluation at 128 workers (15 fingers), on 16 cores.
+#: it evaluated). It relays for its island until the last worker ends; sending at every arrival would cost
+#: many messages per own evaluation at large islands.
 LINGER = 0.002
 
 #: Seconds at most that news waits at a worker that has finished its generations, or a quarter of its mean
 #: generation time where that is longer: its peers that still evaluate, for hours maybe, get through it what
 #: their island finds meanwhile (the watchdog's tick), and where generations are long it does not send many
-#: times per generation (sending every 50 ms at 128 workers on 2 cores, generations of about 0.7 s, the
-#: finished workers sent 1.1 to 1.5 messages per evaluation of the run beyond the 15 fingers).
+#: times per generation.
 LINGER_CAP = 0.05
 
 

@@ -53,10 +53,8 @@ __all__ = [
 _yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
-#: Messages in flight to one rank before further ones are coalesced. With a window of 4, 8 ranks on 2 cores
-#: and a loss function that costs nothing, announcements sat in the outboxes of descheduled senders: in 4
-#: launches of 240 evaluations on a space of 396 configurations, 5 evaluations repeated a configuration a
-#: peer had announced; with a window of 64, none.
+#: Messages in flight to one rank before further ones are coalesced: wide enough that announcements do not
+#: sit in the outboxes of descheduled senders (:doc:`/design/architecture`).
 WINDOW = 64
 
 #: Rounds in a row that took in nothing visible before :meth:`Mailbox.receive` stops (see there): a poll
@@ -66,8 +64,8 @@ IDLE_POLLS = 2
 
 #: Seconds between two tests of the sends in flight when nothing suggests that one completed. A receive
 #: tests them anyway when a probe finds nothing, and notes any completion; a full window or a waiting
-#: outbox then re-tests at once if one was noted, else at most this often (at 4 ranks with a zero-cost
-#: loss, every generation used to test them two or three times, each a call into MPI over all of them).
+#: outbox then re-tests at once if one was noted, else at most this often: each test is a call into MPI
+#: over all of them.
 RETEST_INTERVAL = 1e-3
 
 
@@ -340,17 +338,15 @@ class Mailbox:
     def receive_any(self) -> list[tuple[int, int, Any]]:
         """Return ``(source, tag, object)`` for every message that has arrived, in arrival order.
 
-        A worker polls once per generation for all its traffic; messages from one source arrive in the
-        order they were sent, whatever their tags. Each call into MPI's progress engine takes in at most
-        one incoming packet (MPICH's shared-memory transport, for one): a message, or a receiver's
-        acknowledgement of one of this mailbox's synchronous sends. Stopping at the first probe that finds
-        nothing leaves the rest queued for the next call, and a rank that takes in fewer packets per
-        generation than arrive falls behind: at 8 ranks with a 10 ms loss, results reached the peers about
-        38 ms after their evaluation on average (5 to 6 ms now), and every send window stayed full of
-        acknowledged but unprocessed sends. So after a probe that finds nothing the mailbox tests its
-        sends in flight (one more poll, which also shows whether the probe's poll took in an
-        acknowledgement), and it stops only after :data:`IDLE_POLLS` such rounds in a row took in nothing
-        it can see.
+        A worker polls once per generation for all its traffic; messages from one source arrive in the order
+        they were sent, whatever their tags. Each call into MPI's progress engine takes in at most one
+        incoming packet (MPICH's shared-memory transport, for one): a message, or a receiver's acknowledgement
+        of one of this mailbox's synchronous sends. Stopping at the first probe that finds nothing leaves the
+        rest queued for the next call, and a rank that takes in fewer packets per generation than arrive falls
+        behind: results reach its peers late, and every send window stays full of acknowledged but unprocessed
+        sends (:doc:`/design/architecture`). So after a probe that finds nothing the mailbox tests its sends
+        in flight (one more poll, which also shows whether the probe's poll took in an acknowledgement), and
+        it stops only after :data:`IDLE_POLLS` such rounds in a row took in nothing it can see.
         """
         return self._take_in(MPI.ANY_TAG)
 
