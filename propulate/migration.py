@@ -530,7 +530,7 @@ class MigrationPolicy:
         ``loud``, each message is logged.
         """
         sent = []
-        for target, count in self._targets:
+        for target, count in self.targets():
             emigrants = self.choose_emigrants(population, count, None if self.pollination else owner)
             if not emigrants:
                 continue
