@@ -38,9 +38,9 @@ __all__ = [
 MAX_WAIT = 0.01
 
 #: Seconds of the first pause of a wait (doubling up to :data:`PAUSE_CAP`): a pause sleeps, so that a peer
-#: that shares the core runs meanwhile.
-PAUSE = 2e-5
-PAUSE_CAP = 1e-3
+#: that shares the core runs meanwhile; the cap bounds how late the wait notices the news it waits for.
+PAUSE = 5e-5
+PAUSE_CAP = 2e-4
 
 
 @dataclass(frozen=True)
