@@ -80,21 +80,25 @@ class Stopwatch:
 
 def time_writer_calls(propulator: Propulator, stopwatch: Stopwatch) -> None:
     """Time the main thread's calls into the writer, once ``propulate()`` has opened it."""
-    open_writer = propulator._open_writer
+    session = propulator._session
+    assert session is not None
+    open_writer = session._open
 
     def open_and_wrap(*args: Any, **kwargs: Any) -> None:
         open_writer(*args, **kwargs)
-        writer = propulator._writer
         for name in ("record", "deactivated", "snapshot"):
-            setattr(writer, name, stopwatch.wrap(getattr(writer, name)))
+            setattr(session.writer, name, stopwatch.wrap(getattr(session.writer, name)))
 
-    propulator._open_writer = open_and_wrap  # type: ignore[method-assign]
+    session._open = open_and_wrap  # type: ignore[method-assign]
 
 
 def switch_off_checkpointing(propulator: Propulator) -> None:
     """No writer is opened and nothing is recorded: the baseline run."""
-    propulator._open_writer = lambda *args, **kwargs: None  # type: ignore[method-assign]
-    propulator._record = lambda kind, ind, home=None: None  # type: ignore[method-assign]
+    session = propulator._session
+    assert session is not None
+    session._open = lambda *args, **kwargs: None  # type: ignore[method-assign]
+    session.record = lambda kind, ind, home=None: None  # type: ignore[method-assign]
+    session.started = lambda ind: None  # type: ignore[method-assign]
 
 
 def run(
@@ -144,7 +148,7 @@ def run(
     wall = time.perf_counter() - start
     comm.Barrier()
     figures = {"wall": wall, "record_seconds": stopwatch.seconds, "generations": propulator.generation}
-    writer = propulator._writer
+    writer = propulator._session.writer if propulator._session is not None else None
     if writer is not None:
         # The counters survive close().
         figures.update(

@@ -164,7 +164,7 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     gc.collect()
     # Known: stored at some point; in memory: what is left after releasing (see Propulator's Memory).
     stored, in_memory = propulator._population.n_known, len(propulator._population)
-    mailbox = propulator._mail
+    mailbox = propulator._link.mailbox
     figures: dict[str, Any] = {
         "wall": wall,
         "cpu": cpu,

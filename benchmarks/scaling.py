@@ -15,10 +15,10 @@ rng=rng)``), sphere from
 (all workers' counts over all evaluations, ``generations x workers``), or per rank:
 
 ``messages_per_evaluation``, ``bytes_per_evaluation``
-    What the workers sent: the loop's mailbox (``propulator._mail.messages_sent`` and ``.bytes_sent``, one
-    message per destination, pickled bytes) plus the alarm's (``messages_sent``/``bytes_sent`` of
-    ``propulator._alarm`` where it counts them, else 0; also given alone as ``alarm_...``). ``..._max``
-    is the busiest worker's count over its own evaluations.
+    What the workers sent: the loop's mailbox (``propulator._link.mailbox.messages_sent`` and
+    ``.bytes_sent``, one message per destination, pickled bytes) plus the alarm's (``messages_sent``/
+    ``bytes_sent`` of ``propulator._stops.alarm`` where it counts them, else 0; also given alone as
+    ``alarm_...``). ``..._max`` is the busiest worker's count over its own evaluations.
 ``overhead_us``
     Wall-clock seconds of the slowest worker in ``propulate()`` over the generations per worker, in
     microseconds: start, loop, end-of-run drain and final checkpoint, the loss costing nothing. With more
@@ -152,7 +152,8 @@ def _islands(args: argparse.Namespace, loss: Any, pollination: bool, resume: boo
 
 def _sent(propulator: Any) -> tuple[int, int, int, int]:
     """Messages and bytes this worker sent: the mailbox's, then the alarm's (0 where it does not count)."""
-    mail, alarm = getattr(propulator, "_mail", None), getattr(propulator, "_alarm", None)
+    link, stops = getattr(propulator, "_link", None), getattr(propulator, "_stops", None)
+    mail, alarm = getattr(link, "mailbox", None), None if stops is None else stops.alarm
     return (
         getattr(mail, "messages_sent", 0),
         getattr(mail, "bytes_sent", 0),

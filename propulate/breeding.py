@@ -29,31 +29,28 @@ last looks comes after the other worker matched its announcement, so at least on
 The lower rank keeps it: a worker that sees a lower rank's announcement breeds again; one that sees only
 higher ranks' waits for their next announcement (they breed again if they saw its own, else they evaluate it)
 and breeds again if it does not come in time. So the configuration is evaluated once, and not dropped by both,
-which in a nearly exhausted space would end the run with it unevaluated. Peers busy with an evaluation that is
-not due are not waited for (they do not breed), and the wait ends after :data:`MAX_WAIT` seconds at most (a
-peer whose evaluation overran). In an island of more than :data:`propulate.mpi.dissemination.RADIX` workers,
-where news is relayed, a match by the next hop says nothing of the others, and one look is all there is.
-Measured with 8 workers on 2 cores and a zero-cost loss, 240 evaluations per launch: of a space of 360
-configurations, one look repeated a configuration in about one launch in 60, the wait in none of 760 (260 with
-this code, 500 with earlier variants of it); Nelder-Mead on a 2-D continuous space repeated a point in 7 of 40
-launches with one look, in none of 60 with the wait. The wait made a generation 35 % longer there (1.7 to 2.3
-ms), and one with a 10 ms evaluation 1 to 3 % longer; a continuous space with the default propagator does not
-wait.
+which in a nearly exhausted space would end the run with it unevaluated (:meth:`Breeder.verdict` decides).
+Peers busy with an evaluation that is not due are not waited for (they do not breed), and the wait ends after
+:data:`~propulate.mpi.link.MAX_WAIT` seconds at most (a peer whose evaluation overran). In an island of more
+than :data:`propulate.mpi.dissemination.RADIX` workers, where news is relayed, a match by the next hop says
+nothing of the others, and one look is all there is. A continuous space with the default propagator does not
+wait. What the wait costs and saves, measured: :doc:`/design/architecture`.
 
 The breeder also keeps what its island peers said of their progress, so that the loop can keep breeding
 pools fresh: a worker that has started more than :data:`MAX_LAG` evaluations more than a peer whose
 running evaluation is due (told of at least :data:`DUE` times the peer's mean evaluation time ago) gives
-that peer's news up to :data:`MAX_WAIT` seconds to arrive before it breeds (:meth:`Breeder.behind`). With a
-cheap loss function and more ranks than cores, a worker otherwise runs ahead while its peers are not
-scheduled, breeding from its own results and, in a small search space, from configurations its peers
-evaluated meanwhile (a sender's messages reach a receiver that is not scheduled only as far as the MPI
-library's shared-memory buffers hold them: 64 messages per sender with MPICH). A peer busy with an
-evaluation that is not due is never waited for, so costly evaluations do not pay for this.
+that peer's news up to :data:`~propulate.mpi.link.MAX_WAIT` seconds to arrive before it breeds
+(:meth:`Breeder.behind`). With a cheap loss function and more ranks than cores, a worker otherwise runs ahead
+while its peers are not scheduled, breeding from its own results and, in a small search space, from
+configurations its peers evaluated meanwhile (a sender's messages reach a receiver that is not scheduled only
+as far as the MPI library's shared-memory buffers hold them: 64 messages per sender with MPICH). A peer busy
+with an evaluation that is not due is never waited for, so costly evaluations do not pay for this.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections import Counter
 from collections.abc import Callable
@@ -61,12 +58,12 @@ from typing import Any
 
 import numpy as np
 
-from .individual import Individual
+from .individual import Individual, Status
 from .population import Population
 from .propagators.base import Propagator, as_list
 from .space import SearchSpace
 
-__all__ = ["DUE", "MAX_ATTEMPTS", "MAX_DRAWS", "MAX_LAG", "MAX_WAIT", "Breeder"]
+__all__ = ["DUE", "MAX_ATTEMPTS", "MAX_DRAWS", "MAX_LAG", "Breeder", "find_space"]
 
 log = logging.getLogger("propulate")
 
@@ -77,9 +74,6 @@ MAX_DRAWS = 64
 #: How many evaluations an island peer may have started fewer than this worker before the worker gives
 #: the peer's news time to arrive (see :meth:`Breeder.behind`).
 MAX_LAG = 2
-#: Seconds a worker gives late news of its island peers to arrive before it breeds, and, in a finite space,
-#: its announcement to reach the peers that may be breeding before it evaluates, at most.
-MAX_WAIT = 0.01
 #: A peer's running evaluation is due once this many times its mean evaluation time has passed since it
 #: announced the evaluation (the margin covers its loop and the scheduling of its rank).
 DUE = 1.5
@@ -179,6 +173,19 @@ class Breeder:
         self._running[key] += 1
         self._peers[peer] = (started, now, period)
 
+    def hear(self, peer: int, said: Any, now: float) -> None:
+        """Take in what ``peer`` said of its evaluations (a :class:`~propulate.mpi.news.Announcement`).
+
+        It starts evaluating the configuration of ``said.key`` (:meth:`announce`), or retires (``key`` is
+        ``None``: :meth:`retire`); ``now`` is ``time.monotonic()`` when the news arrived.
+        """
+        if said is None:
+            return
+        if said.key is None:
+            self.retire(peer)
+        else:
+            self.announce(peer, said.key, said.started, said.period, now, said.configuration)
+
     def retire(self, peer: int) -> None:
         """Note that ``peer`` stopped breeding: it evaluates nothing now, and nobody waits for it."""
         self._forget(peer)
@@ -225,9 +232,31 @@ class Breeder:
             return []
         return [peer for peer, announced in self._announced.items() if announced == key]
 
+    def verdict(self, key: int, me: int, confirmed: bool, ending: bool) -> bool | None:
+        """Whether the configuration of ``key``, announced by this worker (rank ``me``), is its to evaluate.
+
+        ``False`` once the island evaluated it or a lower rank announced it too; ``True`` once every peer
+        that may be breeding has matched the announcement (``confirmed``) and none announced it; ``None``
+        while undecided, unless the wait is ``ending`` (its time is up, or the worker stops): then whether no
+        peer announced it. O(1) when no peer announced it, else O(number of peers).
+        """
+        if self.population.knows(key):
+            return False
+        claimants = self.claimants(key)
+        if any(peer < me for peer in claimants):
+            return False
+        if (confirmed and not claimants) or ending:
+            return not claimants
+        return None
+
     def is_known(self, key: int) -> bool:
         """Whether the island evaluated this configuration or a peer announced it; O(1)."""
         return self.population.knows(key) or key in self._running
+
+    def exhausted_text(self) -> str:
+        """Return why breeding ended for the log: the search space is exhausted."""
+        size = self.space.size if self.space is not None else "its"
+        return f"the search space is exhausted: all {size} configurations are evaluated or being evaluated"
 
     def _exhausted(self, space: SearchSpace) -> bool:
         """Whether every configuration of a finite ``space`` is evaluated or being evaluated."""
@@ -269,6 +298,21 @@ class Breeder:
             # The propagator moves particles (PSO): the drawn one starts at rest, as a particle must move.
             drawn.velocity = np.zeros_like(ind.velocity)
         return drawn
+
+    def breed_for(self, generation: int, rank: int, island: int) -> Individual | None:
+        """Return :meth:`breed`'s individual as born on this worker (generation, rank, island)."""
+        ind = self.breed()
+        if ind is None:
+            return None
+        ind.generation = generation
+        ind.rank = ind.current = rank
+        ind.island = island
+        ind.migration_steps = 0
+        ind.migration_history = str(island)
+        ind.loss = math.inf
+        ind.status = Status.PENDING
+        ind.active = True
+        return ind
 
     def pending_positions(self) -> np.ndarray:
         """Return the configurations the island's peers evaluate now, as far as they told this worker.
@@ -317,3 +361,22 @@ class Breeder:
             return None
         _, position = self._unlisted.pop(self.rng.randrange(len(self._unlisted)))
         return Individual(position.copy(), space)
+
+
+def find_space(obj: object, depth: int = 0) -> SearchSpace | None:
+    """Return the search space a propagator was built for (searching its operators), if it names one."""
+    if isinstance(obj, SearchSpace):
+        return obj
+    if depth > 6:
+        return None
+    if isinstance(obj, Propagator):
+        children: list[object] = list(vars(obj).values())
+    elif isinstance(obj, (list, tuple)):
+        children = list(obj)
+    else:
+        return None
+    for child in children:
+        found = find_space(child, depth + 1)
+        if found is not None:
+            return found
+    return None

@@ -10,6 +10,16 @@ With a multi-rank worker the worker's root broadcasts each individual to its oth
 ``loss_fn(params, comm)`` with the same individual and the worker's communicator, and the value returned on
 the root counts; after each interim loss (and at each explicit commit) the ranks agree, in one non-blocking
 all-reduce, whether to go on, so all of them leave the training loop together.
+
+Failures. An evaluation fails when the loss function raises, or returns NaN, an infinite loss (unless the
+run accepts it) or no number. It is marked failed, never selected, and logged with rank, host and
+parameters, its traceback the first time the worker meets that failure and its repeats in one line each
+(:class:`FailureLog`). With ``on_failure="continue"`` the run goes on; with ``"stop"`` every rank stops,
+writes the checkpoint and raises :class:`propulate.errors.RunAbortedError`. A run in which evaluations failed
+and none completed raises :class:`propulate.errors.RunFailedError` at its end, also with ``"continue"``. An
+evaluation that failed because a helper of this library refused the setup inside the loss function (a
+:class:`~propulate.errors.PropulateError`, e.g. two ranks of a worker on one GPU) stops the run as ``"stop"``
+does, whatever it says: every later evaluation would fail the same way (:attr:`Evaluation.refusal`).
 """
 
 from __future__ import annotations
@@ -18,7 +28,6 @@ import inspect
 import json
 import logging
 import math
-import pickle
 import socket
 import sys
 import time
@@ -32,7 +41,7 @@ from mpi4py import MPI
 
 from .checkpoint.evaluations import EvaluationFolders, Resume
 from .errors import EvaluationInterrupted, PropulateError
-from .individual import Individual, Status
+from .individual import ERROR_CHARS, Individual, Status
 from .mpi.messaging import Backoff, abandon
 from .mpi.worker_comm import WorkerComm
 from .objectives import Objectives, as_real
@@ -40,10 +49,15 @@ from .surrogate.base import NullSurrogate, Surrogate
 
 log = logging.getLogger("propulate")
 
-__all__ = ["Evaluation", "Evaluator", "WorkerChannel", "is_generator", "make_surrogate"]
-
-_STOP = 0
-_TASK = 1
+__all__ = [
+    "NO_HOOKS",
+    "Evaluation",
+    "EvaluationHooks",
+    "Evaluator",
+    "FailureLog",
+    "is_generator",
+    "make_surrogate",
+]
 
 
 @dataclass(slots=True)
@@ -79,6 +93,48 @@ class Evaluation:
     steps: int = 0
     misconfigured: bool = False
     losses: tuple[float, ...] | None = None
+
+    def apply_to(self, ind: Individual) -> None:
+        """Note the outcome on the individual evaluated: loss, losses, status, metrics, times, error."""
+        ind.loss, ind.losses, ind.status, ind.metrics = self.loss, self.losses, self.status, self.metrics
+        ind.evalperiod, ind.evaltime, ind.steps = self.period, time.time(), self.steps
+        ind.error = self.error.strip()[-ERROR_CHARS:] if self.status is Status.FAILED else None
+
+    @property
+    def refusal(self) -> str:
+        """The error's last line (type, message) when a helper of this library refused the setup, else ``""``.
+
+        Every evaluation would fail the same way: the run stops.
+        """
+        return self.error.strip().splitlines()[-1] if self.misconfigured else ""
+
+
+class FailureLog:
+    """Logs a worker's failed evaluations: with the traceback the first time it meets a failure.
+
+    A failure is known by its last line (the exception and its message); its repeats are logged in one line.
+
+    Parameters
+    ----------
+    where : str
+        Who evaluates, for the log (e.g. ``"Island 0, worker 3"``).
+    """
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self._seen: set[str] = set()
+
+    def failed(self, ind: Individual, error: str) -> None:
+        """Log that the evaluation of ``ind`` failed with ``error`` (a traceback, or empty)."""
+        detail = error or "a rank of this worker failed; see its own log line"
+        last = detail.strip().splitlines()[-1] if detail.strip() else detail
+        if last in self._seen:
+            detail = f"{last} (as before; traceback not repeated)"
+        self._seen.add(last)
+        log.error(
+            f"{self.where} (rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}), generation "
+            f"{ind.generation}: the evaluation of {ind.params()} failed:\n{detail}"
+        )
 
 
 def interpret(result: Any) -> tuple[float, dict[str, float]]:
@@ -178,54 +234,69 @@ def _takes_communicator(loss_fn: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind is p.VAR_POSITIONAL for p in positional)
 
 
-class WorkerChannel:
-    """Hands individuals from a worker's root to its other ranks.
+def _never() -> bool:
+    return False
 
-    The other ranks wait in a non-blocking broadcast polled with a short back-off, so idle sub-ranks do not
-    steal CPU time from the root on an oversubscribed node.
 
-    Parameters
+def _never_within(seconds: float) -> bool:
+    return False
+
+
+def _ignore(value: Any) -> None:
+    return None
+
+
+def _nothing() -> None:
+    return None
+
+
+def _nobody_left() -> int:
+    return -1
+
+
+@dataclass(frozen=True)
+class EvaluationHooks:
+    """What an :class:`Evaluator` asks of the run around it; each default does nothing.
+
+    Given at construction (:data:`NO_HOOKS` for an evaluator on its own, as in tests). Every hook is called
+    in the main thread, during an evaluation.
+
+    Attributes
     ----------
-    comm : MPI.Comm
-        The library's duplicate of the worker communicator; the root is rank 0.
+    interrupting : callable () -> bool
+        Whether the running evaluation is being interrupted (a stop or the time limit).
+    stop_soon : callable (seconds) -> bool
+        Whether an evaluation that just committed its state should stop there, given the seconds its last
+        step took: a stop is under way, or the next step would run into the time limit.
+    check : callable () -> None
+        Called while waiting for the worker's other ranks; raises if another rank of the run failed.
+    left : callable (int) -> None
+        Called with :attr:`Evaluator.count` when the loss function raised on this rank of a multi-rank worker
+        (to tell the worker's other ranks).
+    others_left : callable () -> int
+        The latest evaluation of this worker in which the loss function raised on another of its ranks:
+        from then on that evaluation's collective operations are due to end (:mod:`.mpi.worker_comm`).
+    release : callable () -> None
+        Called when the evaluation was interrupted on this rank of a multi-rank worker, to release the
+        worker's other ranks from a collective operation of the loss function.
+    take_news : callable () -> None
+        Root: take in what the island's peers sent, before the surrogate judges an interim loss.
+    share : callable (data) -> None
+        Root: send the surrogate's :meth:`~propulate.surrogate.Surrogate.interim_data` to the island's peers.
     """
 
-    def __init__(self, comm: MPI.Comm) -> None:
-        self.comm = comm
-        self._header = np.zeros(2, dtype=np.int64)
+    interrupting: Callable[[], bool] = _never
+    stop_soon: Callable[[float], bool] = _never_within
+    check: Callable[[], None] = _nothing
+    left: Callable[[int], None] = _ignore
+    others_left: Callable[[], int] = _nobody_left
+    release: Callable[[], None] = _nothing
+    take_news: Callable[[], None] = _nothing
+    share: Callable[[Any], None] = _ignore
 
-    def _post(self, kind: int, payload: bytes) -> None:
-        self._header[:] = (kind, len(payload))
-        # Non-blocking on both sides: a non-blocking collective only matches a non-blocking one.
-        self.comm.Ibcast(self._header, root=0).Wait()
-        if payload:
-            self.comm.Bcast([payload, MPI.BYTE], root=0)
 
-    def send_task(self, ind: Individual, resume: Resume | None = None) -> None:
-        """Root: start the evaluation of ``ind`` on every rank of the worker, resuming from ``resume``."""
-        self._post(_TASK, pickle.dumps((ind, resume), protocol=pickle.HIGHEST_PROTOCOL))
-
-    def send_stop(self) -> None:
-        """Root: release the other ranks; the run is over for this worker."""
-        self._post(_STOP, b"")
-
-    def next_task(self, check: Callable[[], None]) -> tuple[Individual, Resume | None] | None:
-        """Other ranks: wait for the next individual and what it resumes from; ``None``: the worker is done.
-
-        ``check`` is called while waiting; what it raises (another rank failed) ends the wait.
-        """
-        request = self.comm.Ibcast(self._header, root=0)
-        backoff = Backoff(cap=2e-3)
-        while not request.Test():
-            check()
-            backoff.wait()
-        kind, size = (int(x) for x in self._header)
-        if kind == _STOP:
-            return None
-        payload = bytearray(size)
-        self.comm.Bcast([payload, MPI.BYTE], root=0)
-        task: tuple[Individual, Resume | None] = pickle.loads(payload)
-        return task
+#: The hooks of an evaluator that runs on its own: nothing interrupts it, nobody else takes part.
+NO_HOOKS = EvaluationHooks()
 
 
 class Evaluator:
@@ -261,11 +332,25 @@ class Evaluator:
     failure_timeout : float
         Seconds a failed rank waits for the agreement before aborting the job.
     surrogate : Surrogate, optional
-        Decides on the worker's root whether to cancel a generator loss early; never cancels if not given.
+        Decides on the worker's root whether to cancel a generator loss early; never cancels if not given
+        (:class:`~propulate.surrogate.base.NullSurrogate`). What its methods raise ends the run on every rank
+        with an error that names this rank (see :mod:`propulate.mpi.alarm`), rather than a run that goes on
+        without the early stopping it was configured for; every evaluation that ended is in the checkpoint.
     objectives : Objectives, optional
         The run's objectives when it has several (:mod:`propulate.objectives`): the loss function returns
         (or yields) one value each, and another number of values fails the evaluation with a message that
         says so. Surrogates judge interim values by the first objective.
+    hooks : EvaluationHooks
+        What the evaluator asks of the run around it (default :data:`NO_HOOKS`).
+    folders : EvaluationFolders, optional
+        The evaluation folders; without them :func:`propulate.evaluation_checkpoint` is not available.
+
+    Attributes
+    ----------
+    loss_comm : MPI.Comm
+        The communicator handed to ``loss_fn``: with several ranks, an interruptible duplicate of
+        ``user_comm`` (:class:`~propulate.mpi.worker_comm.WorkerComm`; collective to construct), renewed
+        after an evaluation that failed or was interrupted.
     """
 
     def __init__(
@@ -277,6 +362,8 @@ class Evaluator:
         failure_timeout: float = 300.0,
         surrogate: Surrogate | None = None,
         objectives: Objectives | None = None,
+        hooks: EvaluationHooks = NO_HOOKS,
+        folders: EvaluationFolders | None = None,
     ) -> None:
         if not callable(loss_fn):
             raise TypeError(f"loss_fn: expected a callable, got {type(loss_fn).__name__}")
@@ -290,35 +377,21 @@ class Evaluator:
         self.objectives = objectives
         self.evaluating = False  # read by the stop-signal handler
         self.count = 0  # evaluations begun on this rank
-        #: The communicator handed to ``loss_fn``: ``user_comm``, or an interruptible duplicate of it.
-        self.loss_comm: MPI.Comm = user_comm
-        #: Whether the running evaluation is being interrupted (set by the run).
-        self.interrupting: Callable[[], bool] = _never
-        #: Called while waiting for the worker's other ranks; raises if another rank failed (set by the run).
-        self.check: Callable[[], None] = _nothing
-        #: Called with :attr:`count` when the loss function raised here (set by the run).
-        self.left: Callable[[int], None] = _ignore
-        #: Called when the evaluation was interrupted here, to release the worker's other ranks from a
-        #: collective operation of the loss function (set by the run).
-        self.release: Callable[[], None] = _nothing
-        #: The evaluation folders (set by the run); without them evaluation_checkpoint() is not available.
-        self.folders: EvaluationFolders | None = None
-        #: Whether an evaluation that just committed its state should stop there, given the seconds its
-        #: last step took: a stop is under way, or the next step would run into the time limit (set by the
-        #: run).
-        self.stop_soon: Callable[[float], bool] = _never_within
-        #: Root: takes in what the island's peers sent, before the surrogate judges an interim loss (set by
-        #: the run).
-        self.take_news: Callable[[], Any] = _nothing
-        #: Root: sends the surrogate's :meth:`~propulate.surrogate.Surrogate.interim_data` to the island's
-        #: peers (set by the run).
-        self.share: Callable[[Any], None] = _ignore_data
+        self.hooks = hooks
+        self.folders = folders
         self._run: _Run | None = None  # the evaluation under way
         if self.multi_rank and not _takes_communicator(loss_fn):
             raise TypeError(
                 "loss_fn: with several ranks per worker it is called as loss_fn(params, comm), "
                 "but it takes a single positional argument"
             )
+        self.loss_comm: MPI.Comm = (
+            WorkerComm.of(user_comm, self._collective_due) if self.multi_rank else user_comm
+        )
+
+    def _collective_due(self) -> bool:
+        """Whether the loss function's collective operations are due to end: another rank left, or a stop."""
+        return self.hooks.others_left() == self.count or self.hooks.interrupting()
 
     def __call__(self, ind: Individual, resume: Resume | None = None) -> Evaluation:
         """Evaluate ``ind`` on the worker's root (with the worker's other ranks); never raises.
@@ -368,7 +441,7 @@ class Evaluator:
         except Exception:
             self._failed(run)
         if run.flags & _Step.INTERRUPTED and self.multi_rank:
-            self.release()
+            self.hooks.release()
         if flags is not None:
             pass
         elif run.flags:
@@ -412,9 +485,9 @@ class Evaluator:
         on it the root commits the state saved for it (see :mod:`propulate.checkpoint.evaluations`).
         """
         if run.root:
-            self.consult_surrogate("start_run", ind)
+            self.surrogate.start_run(ind)
             for loss, _ in run.interim:
-                self.consult_surrogate("replay", loss)
+                self.surrogate.replay(loss)
         step_began = time.monotonic()
         while True:
             self.evaluating = True
@@ -432,16 +505,16 @@ class Evaluator:
                 run.flags |= _Step.INTERRUPTED
             except Exception:
                 self._failed(run)
-            if not run.flags and self.interrupting():
+            if not run.flags and self.hooks.interrupting():
                 run.flags |= _Step.INTERRUPTED  # between two steps: every rank of the worker stops here
             known = run.steps <= len(run.interim)
             if run.root and not run.flags and not known:
-                self.take_news()  # the peers' rung results that arrived meanwhile count in this decision
-                if self.consult_surrogate("cancel", run.loss):
+                self.hooks.take_news()  # the peers' rung results that arrived meanwhile count here
+                if self.surrogate.cancel(run.loss):
                     run.flags |= _Step.CANCELLED
                 self._share_interim()
             committing = run.root and not run.flags and self._folders_used()
-            if committing and self.stop_soon(time.monotonic() - step_began):
+            if committing and self.hooks.stop_soon(time.monotonic() - step_began):
                 run.flags |= _Step.STOPPED
             flags = self._combine(run.flags)
             # Committed unless the step did not end well on some rank, or the run is pruned (no next job).
@@ -456,7 +529,7 @@ class Evaluator:
 
     def _share_interim(self) -> None:
         """Hand what the surrogate has to say now about the run under way to the island's peers."""
-        data = self.consult_surrogate("interim_data")
+        data = self.surrogate.interim_data()
         if data is None:
             return
         try:  # it goes into messages
@@ -466,7 +539,7 @@ class Evaluator:
                 f"{type(self.surrogate).__name__}.interim_data() is not JSON-serializable ({err}); not shared"
             )
             return
-        self.share(data)
+        self.hooks.share(data)
 
     def _folders(self) -> EvaluationFolders:
         folders = self.folders
@@ -491,7 +564,7 @@ class Evaluator:
         try:
             mine = _Step.GOING_ON
             used = run.root and self._folders_used()
-            if used and self.stop_soon(time.monotonic() - run.committed_at):
+            if used and self.hooks.stop_soon(time.monotonic() - run.committed_at):
                 mine |= _Step.STOPPED
             flags = self._combine(mine)
             if used and not flags & (_Step.ENDING & ~_Step.STOPPED):
@@ -505,22 +578,13 @@ class Evaluator:
 
     def _failed(self, run: _Run) -> None:
         """Record that the loss function raised: a failure, or the end of an interrupted evaluation."""
-        if self.interrupting():
+        if self.hooks.interrupting():
             run.flags |= _Step.INTERRUPTED
         else:
             run.fail(traceback.format_exc())
             run.misconfigured = isinstance(sys.exc_info()[1], PropulateError)
             if self.multi_rank:
-                self.left(self.count)
-
-    def consult_surrogate(self, method: str, *args: Any) -> Any:
-        """Call the surrogate's ``method``.
-
-        What it raises ends the run on every rank with an error that names this rank (see
-        :mod:`propulate.mpi.alarm`), rather than a run that goes on without the early stopping it was
-        configured for; every evaluation that ended is in the checkpoint.
-        """
-        return getattr(self.surrogate, method)(*args)
+                self.hooks.left(self.count)
 
     def learn(self, evaluation: Evaluation) -> Any:
         """Worker root, after an evaluation: update the surrogate and return its data for the other workers.
@@ -530,8 +594,8 @@ class Evaluator:
         if evaluation.steps == 0 or evaluation.status not in (Status.COMPLETED, Status.PRUNED):
             return None
         if evaluation.status is Status.COMPLETED:
-            self.consult_surrogate("update", evaluation.loss)
-        data = self.consult_surrogate("data")
+            self.surrogate.update(evaluation.loss)
+        data = self.surrogate.data()
         try:  # it goes into messages and the checkpoint's JSON
             json.dumps(data, allow_nan=False)
         except (TypeError, ValueError) as err:
@@ -555,7 +619,7 @@ class Evaluator:
         stopping = flags & (_Step.FAILED | _Step.INTERRUPTED)
         try:
             while not request.Test():
-                self.check()
+                self.hooks.check()
                 if stopping and time.monotonic() > deadline:
                     log.critical(
                         f"rank {MPI.COMM_WORLD.rank} on {socket.gethostname()}: the loss function failed "
@@ -571,33 +635,13 @@ class Evaluator:
         return int(seen[0])
 
 
-def _never() -> bool:
-    return False
-
-
-def _never_within(seconds: float) -> bool:
-    return False
-
-
-def _ignore_data(data: Any) -> None:
-    return None
-
-
-def _nothing() -> None:
-    return None
-
-
-def _ignore(evaluation: int) -> None:
-    return None
-
-
 def _abort_job(pause: float = 1.0) -> None:
     """Take the whole job down with ``MPI_Abort``, once what this rank logged can reach the job's output.
 
     Launchers (Hydra's proxies, ``srun``) forward a rank's output asynchronously, and the abort kills the
-    forwarding processes too: output still in a pipe is lost, and with it the reason for the abort (seen
-    once in tests on a loaded machine, with an empty job output). So the log handlers and standard streams
-    are flushed first and the launcher gets ``pause`` seconds to forward them.
+    forwarding processes too: output still in a pipe is lost, and with it the reason for the abort. So the
+    log handlers and standard streams are flushed first and the launcher gets ``pause`` seconds to forward
+    them.
     """
     for stream in [*logging.getLogger().handlers, *log.handlers, sys.stdout, sys.stderr]:
         try:

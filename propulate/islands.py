@@ -169,17 +169,11 @@ class Islands:
             loss_fn,
             propagator,
             rng,
-            island_idx=layout.island_index,
-            island_comm=layout.island_comm,
-            propulate_comm=layout.propulate_comm,
-            worker_sub_comm=layout.worker_comm,
             generations=generations,
             checkpoint_path=checkpoint_path,
             migration_topology=topology,
             migration_prob=float(migration_probability) / island_size,
             emigration_propagator=emigration_propagator,
-            island_displs=layout.island_displs,
-            island_counts=layout.island_counts,
             surrogate_factory=surrogate_factory,
             immigration_propagator=immigration_propagator,
             resume=resume,
@@ -190,6 +184,7 @@ class Islands:
             failure_timeout=failure_timeout,
             keep_best_folders=keep_best_folders,
             objectives=objectives,
+            layout=layout,
         )
 
     def propulate(self, logging_interval: int = 10, debug: int = 1) -> None:

@@ -20,6 +20,7 @@ import inspect
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from .propagators.base import Propagator, SelectMax, SelectMin
 __all__ = [
     "DEFAULT_TOPOLOGY",
     "TOPOLOGIES",
+    "Emigration",
     "IsolatedIslands",
     "MigrationPolicy",
     "Topology",
@@ -393,10 +395,39 @@ def _is_selection(propagator: type[Propagator] | Propagator, kind: type[Propagat
     return propagator is kind
 
 
+@dataclass(frozen=True)
+class Emigration:
+    """What one migration event sends to one island.
+
+    Attributes
+    ----------
+    target : int
+        The island sent to.
+    travellers : list of Individual
+        Copies of the emigrants, each with a uid of its own and the step recorded in its history.
+    departed : list of int
+        Uids of the emigrants deactivated on this island (migration; none for pollination).
+    """
+
+    target: int
+    travellers: list[Individual]
+    departed: list[int]
+
+
 class IsolatedIslands:
-    """The migration policy of islands that never exchange individuals."""
+    """The migration policy of islands that never exchange individuals: nothing leaves, nothing arrives.
+
+    Attributes
+    ----------
+    owed_replacements, next_owner : int
+        Always 0 (see :class:`MigrationPolicy`).
+    """
 
     pollination = False
+
+    def __init__(self) -> None:
+        self.owed_replacements = 0
+        self.next_owner = 0
 
     def wants_to_emigrate(self) -> bool:
         """Never."""
@@ -404,6 +435,22 @@ class IsolatedIslands:
 
     def targets(self) -> list[tuple[int, int]]:
         """None."""
+        return []
+
+    def emigrate(
+        self, population: Population, owner: int, mint_uid: Callable[[], int], loud: bool = False
+    ) -> list[Emigration]:
+        """Nothing."""
+        return []
+
+    def immigrate(
+        self, travellers: list[Individual], population: Population, origin: int = -1, loud: bool = False
+    ) -> list[int]:
+        """Nothing is replaced."""
+        return []
+
+    def replacements(self, population: Population) -> list[int]:
+        """Nothing is owed."""
         return []
 
 
@@ -427,6 +474,17 @@ class MigrationPolicy:
         Send copies (pollination) instead of moving individuals (migration).
     rng : random.Random
         The worker's generator.
+    island_size : int >= 1
+        Workers of this island: immigrants are dealt to them in turn (each is responsible for sending on
+        those it was dealt).
+
+    Attributes
+    ----------
+    owed_replacements : int
+        Pollination: immigrants that arrived while the island had too few active individuals to replace;
+        the island pays its debt as soon as it has them (:meth:`replacements`).
+    next_owner : int
+        The island rank responsible for the next immigrant.
     """
 
     def __init__(
@@ -438,8 +496,12 @@ class MigrationPolicy:
         immigration_propagator: type[Propagator] | Propagator,
         pollination: bool,
         rng: random.Random,
+        island_size: int = 1,
     ) -> None:
         self.island_index = island_index
+        self.island_size = int(island_size)
+        self.owed_replacements = 0
+        self.next_owner = 0
         if not isinstance(topology, Topology):
             topology = Topology.of(topology, len(topology))
         self.topology = topology
@@ -457,6 +519,66 @@ class MigrationPolicy:
     def targets(self) -> list[tuple[int, int]]:
         """Return ``(target island, number of emigrants)`` for every island this one sends to."""
         return list(self._targets)
+
+    def emigrate(
+        self, population: Population, owner: int, mint_uid: Callable[[], int], loud: bool = False
+    ) -> list[Emigration]:
+        """Return what a migration event sends to each target island; migration deactivates the emigrants.
+
+        A migrant leaves only from the worker responsible for it (``owner``, this worker's island rank); a
+        pollinator may be sent by any worker. Each traveller is a copy with a uid of ``mint_uid()``. With
+        ``loud``, each message is logged.
+        """
+        sent = []
+        for target, count in self.targets():
+            emigrants = self.choose_emigrants(population, count, None if self.pollination else owner)
+            if not emigrants:
+                continue
+            travellers, departed = [], []
+            for emigrant in emigrants:
+                traveller = emigrant.copy()
+                traveller.uid = mint_uid()
+                traveller.active = True
+                traveller.migration_steps += 1
+                traveller.migration_history += f"-{target}"
+                travellers.append(traveller)
+                if not self.pollination:
+                    population.deactivate(emigrant.uid)  # not chosen again for the next target
+                    departed.append(emigrant.uid)
+            sent.append(Emigration(target, travellers, departed))
+            if loud:
+                kind = "pollinators" if self.pollination else "emigrants"
+                where = f"Island {self.island_index}, worker {owner}"
+                log.info(f"{where}: sent {len(travellers)} {kind} to island {target}.")
+        return sent
+
+    def immigrate(
+        self, travellers: list[Individual], population: Population, origin: int = -1, loud: bool = False
+    ) -> list[int]:
+        """Take in immigrants: deal them to the island's workers; return the uids they replace (pollination).
+
+        An island with too few active individuals pays the rest of its debt as soon as it has them. With
+        ``loud``, the arrival from island ``origin`` is logged.
+        """
+        replaced: list[int] = []
+        if self.pollination:
+            self.owed_replacements += len(travellers)
+            replaced = self.replacements(population)
+        for traveller in travellers:
+            traveller.current = self.next_owner
+            self.next_owner = (self.next_owner + 1) % self.island_size
+        if loud:
+            log.info(
+                f"Island {self.island_index}: {len(travellers)} immigrant(s) from island {origin}, "
+                f"{len(replaced)} individual(s) replaced."
+            )
+        return replaced
+
+    def replacements(self, population: Population) -> list[int]:
+        """Pollination: return the uids of the individuals owed immigrants replace now, and pay the debt."""
+        victims = self.choose_replaced(population, self.owed_replacements)
+        self.owed_replacements -= len(victims)
+        return [victim.uid for victim in victims]
 
     def choose_emigrants(self, population: Population, count: int, owner: int | None) -> list[Individual]:
         """Choose up to ``count`` emigrants among the active individuals of ``population``.

@@ -18,11 +18,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from .individual import Individual, Status
+from .lifecycle import seconds_from_environment
 from .mpi.messaging import Mailbox, Tag
+from .objectives import pareto_front
+from .population import Population
 
 log = logging.getLogger("propulate")
 
-__all__ = ["Progress", "format_duration"]
+__all__ = ["Progress", "format_duration", "island_status", "progress_interval"]
 
 _DONE = (Status.COMPLETED, Status.FAILED, Status.PRUNED)
 
@@ -168,3 +171,29 @@ def format_duration(seconds: float) -> str:
         return f"{hours} h {minutes} min"
     days, hours = divmod(hours, 24)
     return f"{days} d {hours} h"
+
+
+def progress_interval() -> float:
+    """Seconds between progress lines: ``PROPULATE_PROGRESS_INTERVAL``, else 10.
+
+    Raises
+    ------
+    ValueError
+        If the variable holds no positive number.
+    """
+    interval = seconds_from_environment("PROPULATE_PROGRESS_INTERVAL", 10.0)
+    if interval is None or not interval > 0:
+        raise ValueError(
+            f"PROPULATE_PROGRESS_INTERVAL: expected a positive number of seconds, got {interval}"
+        )
+    return interval
+
+
+def island_status(population: Population, multi_objective: bool, elapsed: float) -> str:
+    """Return what an island's progress line says of its population: size, best loss or front, time."""
+    if multi_objective:
+        front = len(pareto_front(list(population)))
+        return f"{population.n_known} individuals known, {front} on the Pareto front, {elapsed:.1f} s elapsed"
+    best = population.best(1)
+    best_loss = f"{best[0].loss:.6g}" if best else "n/a"
+    return f"{population.n_known} individuals known, best loss {best_loss}, {elapsed:.1f} s elapsed"

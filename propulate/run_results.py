@@ -30,6 +30,7 @@ from mpi4py import MPI
 from .checkpoint import CheckpointError, load_checkpoint
 from .errors import PropulateError
 from .individual import Individual, Status
+from .mpi.messaging import wait
 from .objectives import Objectives, loss_vector, pareto_front
 from .population import Population, distinct_best
 from .validation import check_int
@@ -162,10 +163,9 @@ class RunResultsMixin:
     that ``propulator.py`` holds the run itself. The run's results (:attr:`best`, :meth:`top`,
     :attr:`pareto_front`) come from :class:`RunResults`, gathered at the end of ``propulate()``; the
     population and :meth:`summarize` from this worker's memory, or from the checkpoint where the worker
-    released individuals from memory (*Memory* in :class:`~propulate.Propulator`'s docstring).
+    released individuals from memory (*Memory* in :mod:`propulate.island_state`).
     """
 
-    _population: Population
     _results: RunResults | None
     _in_run: bool
     _world: MPI.Comm
@@ -177,10 +177,15 @@ class RunResultsMixin:
     objectives: Objectives | None
 
     @property
+    def _population(self) -> Population:
+        """The island's individuals as this worker knows them (the loop's store)."""
+        raise NotImplementedError
+
+    @property
     def population(self) -> list[Individual]:
         """The individuals this worker knows of, in arrival order (on sub-ranks: after ``propulate()``).
 
-        Where the worker released individuals from memory (see *Memory* in :class:`~propulate.Propulator`),
+        Where the worker released individuals from memory (see *Memory* in :mod:`propulate.island_state`),
         the island's population is read back from the checkpoint instead, in the checkpoint's order: the
         same set, with every attribute the checkpoint stores; each access reads it again. Not during
         :meth:`~propulate.Propulator.propulate` (from the loss function, say), while the island's workers
@@ -216,7 +221,7 @@ class RunResultsMixin:
     def _island_members(self, k: int) -> list[Individual]:
         """Return individuals of the island among which are its ``k`` best distinct ones; after a run only.
 
-        Those in memory, unless some were released (see *Memory* in :class:`~propulate.Propulator`) and
+        Those in memory, unless some were released (see *Memory* in :mod:`propulate.island_state`) and
         fewer than ``k`` distinct ones stayed: then the checkpoint's population, once every worker closed
         its files.
         """
@@ -297,6 +302,19 @@ class RunResultsMixin:
             return results.top(n)
         front = results.front if results.counts[Status.COMPLETED] else []
         return front[:: max(1, math.ceil(len(front) / n))][:n] if front else []
+
+    def _gather_results(self, roots: MPI.Comm, check: Callable[[], None], island_head: bool) -> RunResults:
+        """Gather the run's results over the worker ``roots`` (collective); ``check`` raises if a rank failed.
+
+        Each island's head contributes its island's best and counts (see :func:`gather_results`).
+        """
+        return gather_results(
+            (lambda: self._island_members(KEPT)) if island_head else None,
+            roots,
+            lambda request: wait(request, check),
+            self.objectives is not None,
+            self._population.evaluation_counts() if island_head else None,
+        )
 
     def _run_results(self) -> RunResults:
         if self._results is None:

@@ -61,15 +61,17 @@ import threading
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import IntEnum
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 from mpi4py import MPI
 
 from ..errors import WorkerFailedError
-from ..lifecycle import StopConditions
-from .messaging import abandon, bcast, wait
+from .dissemination import tree_neighbours
+from .messaging import Sends, Tag, bcast, threads_may_poll, wait
+
+if TYPE_CHECKING:  # the stop conditions sit above the message plane: the alarm only calls them
+    from ..lifecycle import StopConditions
 
 __all__ = [
     "Alarm",
@@ -95,35 +97,6 @@ class StopRequest(NamedTuple):
 
     reason: str
     abort: bool
-
-
-class Notice(IntEnum):
-    """Tags of alarm messages (on the alarm's own communicators)."""
-
-    #: A rank of this worker received a stop signal; the payload is the grace period left, in seconds.
-    STOP = 1
-    #: A rank of the run failed; the payload is a :class:`FailureReport`.
-    FAILURE = 2
-    #: The loss function raised on a rank of this worker; the payload is the worker's evaluation number.
-    LEFT = 3
-    #: A worker asked the run to stop; the payload is a :class:`StopRequest` (between worker roots).
-    STOP_RUN = 4
-
-
-def tree_neighbours(rank: int, size: int) -> list[int]:
-    """Return the neighbours of ``rank`` in the binomial tree of ``size`` ranks rooted at 0, parent first.
-
-    The parent of ``rank`` is ``rank`` with its lowest set bit cleared; its children are ``rank + 2**j`` for
-    every ``2**j`` below that bit (below ``size`` for rank 0) that is a rank. At most ``ceil(log2 size)``
-    neighbours; the tree is ``ceil(log2 size)`` levels deep.
-    """
-    lowest = rank & -rank
-    neighbours = [rank - lowest] if rank else []
-    step = 1
-    while step < (lowest or size) and rank + step < size:
-        neighbours.append(rank + step)
-        step *= 2
-    return neighbours
 
 
 def join_stop(known: StopRequest | None, request: tuple[str, bool]) -> StopRequest | None:
@@ -201,11 +174,6 @@ def agree(failure: Exception | None, worker: MPI.Comm, roots: MPI.Comm | None, w
         raise WorkerFailedError(report.describe())
 
 
-def threads_may_poll() -> bool:
-    """Whether MPI allows a second thread to take in alarm messages while the main thread uses MPI."""
-    return MPI.Query_thread() >= MPI.THREAD_MULTIPLE
-
-
 class Alarm:
     """The alarm messages of one rank for one run; collective to create (duplicates two communicators).
 
@@ -243,27 +211,27 @@ class Alarm:
         self._tree = tree_neighbours(roots.rank, roots.size) if roots is not None else []
         self._lock = threading.Lock()
         self._status = MPI.Status()
-        self._sends: list[tuple[MPI.Request, bytes]] = []
+        self._sends = Sends()
         self.stop_request: StopRequest | None = None
         self.failure: FailureReport | None = None
         self.left = -1
         self.messages_sent = 0
         self.closed = False
 
-    def _send(self, comm: MPI.Comm, notice: Notice, payload: Any, dests: list[int] | None = None) -> None:
+    def _send(self, comm: MPI.Comm, notice: Tag, payload: Any, dests: list[int] | None = None) -> None:
         """Send ``payload`` to ``dests``, by default to all other ranks of ``comm`` (hold the lock)."""
         if dests is None:
             dests = [rank for rank in range(comm.size) if rank != comm.rank]
         if not dests:
             return
-        self._sends = [(request, buffer) for request, buffer in self._sends if not request.Test()]
+        self._sends.prune()
         buffer = MPI.pickle.dumps(payload)
         for rank in dests:
-            self._sends.append((comm.Isend([buffer, MPI.BYTE], dest=rank, tag=int(notice)), buffer))
+            self._sends.add(comm.Isend([buffer, MPI.BYTE], dest=rank, tag=int(notice)), buffer)
         if comm is self._roots:
             self.messages_sent += len(dests)
 
-    def _flood(self, notice: Notice, payload: Any, source: int | None) -> None:
+    def _flood(self, notice: Tag, payload: Any, source: int | None) -> None:
         """Send ``payload`` to this rank's tree neighbours but ``source`` (call with the lock held)."""
         if self._roots is not None:
             self._send(self._roots, notice, payload, [rank for rank in self._tree if rank != source])
@@ -272,7 +240,7 @@ class Alarm:
         """Tell the worker's other ranks that this rank received a stop signal."""
         with self._lock:
             if not self.closed:
-                self._send(self._worker, Notice.STOP, grace_left)
+                self._send(self._worker, Tag.STOP_WORKER, grace_left)
 
     def leave(self, evaluation: int) -> None:
         """Tell the worker's other ranks that the loss function raised here in evaluation ``evaluation``.
@@ -282,7 +250,7 @@ class Alarm:
         """
         with self._lock:
             if not self.closed:
-                self._send(self._worker, Notice.LEFT, evaluation)
+                self._send(self._worker, Tag.LEFT, evaluation)
 
     def request_stop(self, reason: str, abort: bool = False) -> None:
         """Ask every worker to stop the run (on a worker root); what this rank knew is not sent again."""
@@ -294,15 +262,15 @@ class Alarm:
         known = join_stop(self.stop_request, request)
         if known is not None:
             self.stop_request = known
-            self._flood(Notice.STOP_RUN, known, source)
+            self._flood(Tag.STOP_RUN, known, source)
 
     def fail(self, report: FailureReport) -> None:
         """Tell every rank of the run that this rank failed (unless it heard of a failure before)."""
         with self._lock:
             if self.failure is None and not self.closed:
                 self.failure = report
-                self._send(self._worker, Notice.FAILURE, report)
-                self._flood(Notice.FAILURE, report, source=None)
+                self._send(self._worker, Tag.FAILURE, report)
+                self._flood(Tag.FAILURE, report, source=None)
 
     def poll(self) -> None:
         """Take in every alarm message that has arrived and act on it (thread-safe)."""
@@ -316,13 +284,13 @@ class Alarm:
                     tag = self._status.Get_tag()
                     source = self._status.Get_source()
                     payload = message.recv()
-                    if tag == Notice.STOP:
+                    if tag == Tag.STOP_WORKER:
                         self.conditions.stop("a rank of this worker received a stop signal", payload)
-                    elif tag == Notice.FAILURE:
+                    elif tag == Tag.FAILURE:
                         self._take_failure(payload, None if comm is self._worker else source)
-                    elif tag == Notice.LEFT:
+                    elif tag == Tag.LEFT:
                         self.left = max(self.left, payload)
-                    elif tag == Notice.STOP_RUN:
+                    elif tag == Tag.STOP_RUN:
                         self._take_stop(payload, source)
 
     def _take_failure(self, report: FailureReport, root: int | None) -> None:
@@ -331,10 +299,10 @@ class Alarm:
             return
         self.failure = report
         if root is None:
-            self._flood(Notice.FAILURE, report, source=None)
+            self._flood(Tag.FAILURE, report, source=None)
         else:
-            self._send(self._worker, Notice.FAILURE, report)
-            self._flood(Notice.FAILURE, report, source=root)
+            self._send(self._worker, Tag.FAILURE, report)
+            self._flood(Tag.FAILURE, report, source=root)
         grace = min(self.conditions.grace_period, self.failure_grace)
         self.conditions.stop(f"rank {report.rank} on {report.host} failed", grace)
 
@@ -389,7 +357,4 @@ class Alarm:
         """
         with self._lock:
             self.closed = True
-            for request, buffer in self._sends:
-                if not request.Test():
-                    abandon(request, buffer)
-            self._sends = []
+            self._sends.close()

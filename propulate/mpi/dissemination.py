@@ -26,9 +26,8 @@ relaying, and nobody relays.
 A worker that has finished its generations relays for the others until the last one ends. What it passes on
 is urgent only where it reaches a worker that still breeds: a destination whose subtree, in the tree of the
 news' sender, holds only workers that have retired gets its news at the end of the run instead (the drain
-of :mod:`propulate.mpi.messaging` sends everything held). Otherwise every finished worker kept sending as
-often as it did while it evaluated, to no one who needed it yet: at 128 workers on 2 cores, 2.7 messages
-per evaluation beyond the 15 fingers.
+of :mod:`propulate.mpi.messaging` sends everything held); otherwise every finished worker would keep sending
+as often as it did while it evaluated, to no one who needs it yet.
 """
 
 from __future__ import annotations
@@ -43,29 +42,37 @@ from typing import Any
 
 import numpy as np
 
-from .alarm import threads_may_poll
-from .messaging import Mailbox, Tag
+from .messaging import Mailbox, Tag, threads_may_poll
 
-__all__ = ["LINGER", "LINGER_CAP", "RADIX", "Relay", "Relaying", "children", "fingers", "linger"]
+__all__ = [
+    "LINGER",
+    "LINGER_CAP",
+    "RADIX",
+    "Relay",
+    "Relaying",
+    "children",
+    "fingers",
+    "linger",
+    "tree_neighbours",
+]
 
 #: Radix of the relay tree. 8 keeps islands of up to 8 workers direct (each worker is a finger of every
 #: other), reaches 64 workers in 2 hops, 512 in 3 and 10,000 in 5, with at most 7 sends per level and
 #: poll: 15 at 128 workers, 35 at 10,000. Each hop a piece of news waits for the relaying worker to poll,
-#: and announcements that arrive late let two workers evaluate the same configuration (in a space of 12
-#: configurations, 8 workers with radix 4 evaluated 17 times), so hops cost more than sends.
+#: and announcements that arrive late let two workers evaluate the same configuration, so hops cost more
+#: than sends (measurements: :doc:`/design/architecture`).
 RADIX = 8
 
 #: Seconds at least that a worker that has finished its generations lets news to pass on gather before
 #: it sends them (at most once per its mean generation time, if that is longer: as often as it did while
-#: it evaluated). It relays for its island until the last worker ends; sending at every arrival, the first
-#: workers to finish sent up to 44 messages per own evaluation at 128 workers (15 fingers), on 16 cores.
+#: it evaluated). It relays for its island until the last worker ends; sending at every arrival would cost
+#: many messages per own evaluation at large islands.
 LINGER = 0.002
 
 #: Seconds at most that news waits at a worker that has finished its generations, or a quarter of its mean
 #: generation time where that is longer: its peers that still evaluate, for hours maybe, get through it what
 #: their island finds meanwhile (the watchdog's tick), and where generations are long it does not send many
-#: times per generation (sending every 50 ms at 128 workers on 2 cores, generations of about 0.7 s, the
-#: finished workers sent 1.1 to 1.5 messages per evaluation of the run beyond the 15 fingers).
+#: times per generation.
 LINGER_CAP = 0.05
 
 
@@ -138,6 +145,17 @@ def _place(offset: int, radix: int) -> int:
 def fingers(size: int, radix: int = RADIX) -> list[int]:
     """Offsets every worker may send to (the sender's children): ``(radix - 1) ceil(log_radix size)``."""
     return children(0, size, radix)
+
+
+def tree_neighbours(rank: int, size: int) -> list[int]:
+    """Return the neighbours of ``rank`` in the binomial tree of ``size`` ranks rooted at 0, parent first.
+
+    The radix-2 tree above rooted at 0 (MPICH's binomial broadcast): the parent of ``rank`` is ``rank``
+    with its lowest set bit cleared; its children are ``rank + 2**j`` for every ``2**j`` below that bit
+    (below ``size`` for rank 0) that is a rank. At most ``ceil(log2 size)`` neighbours; the tree is
+    ``ceil(log2 size)`` levels deep. The alarm floods its notices over it (:mod:`propulate.mpi.alarm`).
+    """
+    return ([rank - (rank & -rank)] if rank else []) + children(rank, size, 2)
 
 
 class Relay:
@@ -283,7 +301,7 @@ class Relaying:
     only, an island's news would reach the workers one or more hops away an evaluation or more late, and a
     long evaluation would hold up everything behind it. The watchdog thread polls every
     :data:`propulate.lifecycle.TICK` seconds anyway (with ``MPI_THREAD_MULTIPLE``, see
-    :func:`propulate.mpi.alarm.threads_may_poll`); during :meth:`meanwhile` it takes in island news,
+    :func:`propulate.mpi.messaging.threads_may_poll`); during :meth:`meanwhile` it takes in island news,
     passes it on (:meth:`poll`) and keeps it for the loop (:meth:`taken`). Meanwhile the mailbox is used
     only under :attr:`lock`, by both threads.
 

@@ -18,6 +18,7 @@ import os
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from mpi4py import MPI
@@ -31,6 +32,7 @@ __all__ = [
     "island_sizes_for",
     "known_node_local_rank",
     "known_node_size",
+    "layout_of",
     "node_local_rank",
 ]
 
@@ -268,3 +270,38 @@ def build_layout(
     else:
         island_comm = MPI.COMM_NULL
     return Layout(worker_comm, island_comm, propulate_comm, island_index, displs, counts)
+
+
+def layout_of(
+    island_index: int,
+    island_comm: MPI.Comm,
+    propulate_comm: MPI.Comm,
+    worker_comm: MPI.Comm,
+    island_displs: Any = None,
+    island_counts: Any = None,
+) -> Layout:
+    """Return the layout of communicators built by the caller (Propulate 1.2.2's ``Propulator`` arguments).
+
+    Collective over ``propulate_comm`` on worker roots (the first rank of ``worker_comm``) when
+    ``island_displs`` or ``island_counts`` is not given: every root then tells its island. The other ranks
+    of a worker hold empty arrays for them.
+
+    Parameters
+    ----------
+    island_index : int
+        This rank's island.
+    island_comm, propulate_comm, worker_comm : MPI.Comm
+        As the :class:`Layout`'s.
+    island_displs, island_counts : array_like of int, optional
+        For each island, the ``propulate_comm`` rank of its first worker and its number of workers.
+    """
+    if island_displs is None or island_counts is None:
+        if worker_comm.rank == 0:
+            islands = np.asarray(propulate_comm.allgather(int(island_index)))
+            island_counts = np.bincount(islands)
+            island_displs = np.concatenate(([0], np.cumsum(island_counts)[:-1]))
+        else:
+            island_counts = island_displs = np.zeros(0, dtype=int)
+    displs = np.asarray(island_displs, dtype=int)
+    counts = np.asarray(island_counts, dtype=int)
+    return Layout(worker_comm, island_comm, propulate_comm, int(island_index), displs, counts)

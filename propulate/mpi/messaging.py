@@ -1,4 +1,8 @@
-"""How messages travel: tags, non-blocking synchronous sends, coalescing, receiving, the end-of-run drain.
+"""How messages travel: tags, non-blocking sends and their buffers, coalescing, receiving, the final drain.
+
+This is the library's one message plane: every tag is a member of :class:`Tag`; every send keeps its buffer
+until it completes (:class:`Mailbox` for the loop's messages, :class:`Sends` for the alarm's notices); the
+trees that messages travel along are :mod:`propulate.mpi.dissemination`'s.
 
 Every message is serialized once and sent to all its destinations with ``Issend`` (non-blocking,
 synchronous mode); the buffer is kept until the send completes. A synchronous send completes only once the
@@ -32,16 +36,25 @@ from typing import Any
 
 from mpi4py import MPI
 
-__all__ = ["WINDOW", "Backoff", "Mailbox", "Tag", "abandon", "bcast", "drain", "wait"]
+__all__ = [
+    "WINDOW",
+    "Backoff",
+    "Mailbox",
+    "Sends",
+    "Tag",
+    "abandon",
+    "bcast",
+    "drain",
+    "threads_may_poll",
+    "wait",
+]
 
 # Give the processor to another runnable process, if there is one (not available on every platform).
 _yield: Callable[[], None] = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
-#: Messages in flight to one rank before further ones are coalesced. With a window of 4, 8 ranks on 2 cores
-#: and a loss function that costs nothing, announcements sat in the outboxes of descheduled senders: in 4
-#: launches of 240 evaluations on a space of 396 configurations, 5 evaluations repeated a configuration a
-#: peer had announced; with a window of 64, none.
+#: Messages in flight to one rank before further ones are coalesced: wide enough that announcements do not
+#: sit in the outboxes of descheduled senders (:doc:`/design/architecture`).
 WINDOW = 64
 
 #: Rounds in a row that took in nothing visible before :meth:`Mailbox.receive` stops (see there): a poll
@@ -51,8 +64,8 @@ IDLE_POLLS = 2
 
 #: Seconds between two tests of the sends in flight when nothing suggests that one completed. A receive
 #: tests them anyway when a probe finds nothing, and notes any completion; a full window or a waiting
-#: outbox then re-tests at once if one was noted, else at most this often (at 4 ranks with a zero-cost
-#: loss, every generation used to test them two or three times, each a call into MPI over all of them).
+#: outbox then re-tests at once if one was noted, else at most this often: each test is a call into MPI
+#: over all of them.
 RETEST_INTERVAL = 1e-3
 
 
@@ -72,8 +85,19 @@ def abandon(request: MPI.Request, *buffers: Any) -> None:
     _ABANDONED.append((request, *buffers))
 
 
+def threads_may_poll() -> bool:
+    """Whether MPI allows a second thread to take in messages while the main thread uses MPI."""
+    return MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+
+
 class Tag(IntEnum):
-    """Message tags. Each communicator the library uses is a ``Dup()``, so they cannot meet user traffic."""
+    """Message tags. Each communicator the library uses is a ``Dup()``, so they cannot meet user traffic.
+
+    The loop's messages travel on the communicator of all worker roots; the alarm's notices
+    (:mod:`propulate.mpi.alarm`) on duplicates of the worker communicator and of the worker roots' made for
+    each run; a multi-rank worker's tasks (:class:`propulate.mpi.worker_comm.WorkerChannel`) in broadcasts
+    over the worker's communicator, whose header names the kind.
+    """
 
     #: Intra-island news, relayed (:mod:`propulate.mpi.dissemination`): newly evaluated individuals,
     #: immigrants, deactivations, and :data:`SURROGATE` news, of one or more senders (to a relay finger).
@@ -86,6 +110,18 @@ class Tag(IntEnum):
     #: What a surrogate learned from a run still under way, e.g. a rung result: relayed with the island
     #: news, under this tag inside an :data:`ISLAND_UPDATE` message.
     SURROGATE = 5
+    #: Alarm: a rank of this worker received a stop signal; the payload is the grace period left, seconds.
+    STOP_WORKER = 11
+    #: Alarm: a rank of the run failed; the payload is a :class:`propulate.mpi.alarm.FailureReport`.
+    FAILURE = 12
+    #: Alarm: the loss function raised on a rank of this worker; the payload is the evaluation's number.
+    LEFT = 13
+    #: Alarm: a worker asked the run to stop; the payload is a :class:`propulate.mpi.alarm.StopRequest`.
+    STOP_RUN = 14
+    #: Worker channel: an individual to evaluate on every rank of the worker.
+    TASK = 21
+    #: Worker channel: the worker's run is over; its other ranks return.
+    RELEASE = 22
 
 
 class Backoff:
@@ -117,6 +153,36 @@ class Backoff:
             return
         time.sleep(self.delay)
         self.delay = min(2 * self.delay, self.cap)
+
+
+class Sends:
+    """Non-blocking sends in flight, each with the buffer it reads, kept until the send completes.
+
+    Buffers must outlive their sends: MPI reads them until the request completes. :meth:`prune` drops the
+    completed ones; :meth:`close` gives up on the others (:func:`abandon`), for a rank whose partners may
+    never receive them (they ended their run).
+    """
+
+    def __init__(self) -> None:
+        self._sends: list[tuple[MPI.Request, Any]] = []
+
+    def __len__(self) -> int:
+        return len(self._sends)
+
+    def add(self, request: MPI.Request, buffer: Any) -> None:
+        """Keep ``buffer`` until ``request`` (a send that reads it) completes."""
+        self._sends.append((request, buffer))
+
+    def prune(self) -> None:
+        """Forget the sends that completed (one test each)."""
+        self._sends = [(request, buffer) for request, buffer in self._sends if not request.Test()]
+
+    def close(self) -> None:
+        """Give up on the sends still in flight, keeping them and their buffers alive (:func:`abandon`)."""
+        for request, buffer in self._sends:
+            if not request.Test():
+                abandon(request, buffer)
+        self._sends = []
 
 
 class _Batch(tuple):  # type: ignore[type-arg]
@@ -258,6 +324,10 @@ class Mailbox:
                     self._in_flight[dest] = deque(entry for entry in sends if entry[0])
             self._completed = False
 
+    def waiting(self) -> bool:
+        """Whether a message of any tag has arrived: one probe, nothing received (a cheap poll in a wait)."""
+        return bool(self.comm.iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG))
+
     def receive(self, tag: Tag) -> list[tuple[int, Any]]:
         """Return ``(source, object)`` for every message with ``tag`` that has arrived, in arrival order.
 
@@ -268,17 +338,15 @@ class Mailbox:
     def receive_any(self) -> list[tuple[int, int, Any]]:
         """Return ``(source, tag, object)`` for every message that has arrived, in arrival order.
 
-        A worker polls once per generation for all its traffic; messages from one source arrive in the
-        order they were sent, whatever their tags. Each call into MPI's progress engine takes in at most
-        one incoming packet (MPICH's shared-memory transport, for one): a message, or a receiver's
-        acknowledgement of one of this mailbox's synchronous sends. Stopping at the first probe that finds
-        nothing leaves the rest queued for the next call, and a rank that takes in fewer packets per
-        generation than arrive falls behind: at 8 ranks with a 10 ms loss, results reached the peers about
-        38 ms after their evaluation on average (5 to 6 ms now), and every send window stayed full of
-        acknowledged but unprocessed sends. So after a probe that finds nothing the mailbox tests its
-        sends in flight (one more poll, which also shows whether the probe's poll took in an
-        acknowledgement), and it stops only after :data:`IDLE_POLLS` such rounds in a row took in nothing
-        it can see.
+        A worker polls once per generation for all its traffic; messages from one source arrive in the order
+        they were sent, whatever their tags. Each call into MPI's progress engine takes in at most one
+        incoming packet (MPICH's shared-memory transport, for one): a message, or a receiver's acknowledgement
+        of one of this mailbox's synchronous sends. Stopping at the first probe that finds nothing leaves the
+        rest queued for the next call, and a rank that takes in fewer packets per generation than arrive falls
+        behind: results reach its peers late, and every send window stays full of acknowledged but unprocessed
+        sends (:doc:`/design/architecture`). So after a probe that finds nothing the mailbox tests its sends
+        in flight (one more poll, which also shows whether the probe's poll took in an acknowledgement), and
+        it stops only after :data:`IDLE_POLLS` such rounds in a row took in nothing it can see.
         """
         return self._take_in(MPI.ANY_TAG)
 

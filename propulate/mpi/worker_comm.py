@@ -1,4 +1,8 @@
-"""The communicator a multi-rank worker's loss function gets: collective operations a stop can interrupt.
+"""A multi-rank worker's ranks: the channel its root hands tasks over, and the communicator its loss gets.
+
+:class:`WorkerChannel` hands each individual from the worker's root to its other ranks.
+
+The communicator a multi-rank worker's loss function gets: collective operations a stop can interrupt.
 
 A rank blocked in a collective operation of MPI cannot be interrupted: its signal handlers run only when the
 call returns, and it returns only once every rank of the communicator has joined. When a stop interrupts one
@@ -28,9 +32,9 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import EvaluationInterrupted
-from .messaging import Backoff, abandon
+from .messaging import Backoff, Tag, abandon
 
-__all__ = ["WorkerComm"]
+__all__ = ["WorkerChannel", "WorkerComm", "in_collective"]
 
 #: What the pickle-based reductions accept: an MPI operation, or a function of two objects.
 Reduction = MPI.Op | Callable[[Any, Any], Any]
@@ -206,3 +210,53 @@ class WorkerComm(MPI.Intracomm):
         source = [b"".join(parts), sizes, displacements, MPI.BYTE] if self.rank == root else None
         self.Scatterv(source, [buffer, MPI.BYTE], root)
         return pickle.loads(buffer)
+
+
+class WorkerChannel:
+    """Hands individuals from a worker's root to its other ranks.
+
+    The other ranks wait in a non-blocking broadcast polled with a short back-off, so idle sub-ranks do not
+    steal CPU time from the root on an oversubscribed node.
+
+    Parameters
+    ----------
+    comm : MPI.Comm
+        The library's duplicate of the worker communicator; the root is rank 0.
+    """
+
+    def __init__(self, comm: MPI.Comm) -> None:
+        self.comm = comm
+        self._header = np.zeros(2, dtype=np.int64)
+
+    def _post(self, kind: Tag, payload: bytes) -> None:
+        self._header[:] = (kind, len(payload))
+        # Non-blocking on both sides: a non-blocking collective only matches a non-blocking one.
+        self.comm.Ibcast(self._header, root=0).Wait()
+        if payload:
+            self.comm.Bcast([payload, MPI.BYTE], root=0)
+
+    def send_task(self, ind: Any, resume: Any = None) -> None:
+        """Root: start the evaluation of ``ind`` on every rank of the worker, resuming from ``resume``."""
+        self._post(Tag.TASK, pickle.dumps((ind, resume), protocol=pickle.HIGHEST_PROTOCOL))
+
+    def send_stop(self) -> None:
+        """Root: release the other ranks; the run is over for this worker."""
+        self._post(Tag.RELEASE, b"")
+
+    def next_task(self, check: Callable[[], None]) -> tuple[Any, Any] | None:
+        """Other ranks: wait for the next individual and what it resumes from; ``None``: the worker is done.
+
+        ``check`` is called while waiting; what it raises (another rank failed) ends the wait.
+        """
+        request = self.comm.Ibcast(self._header, root=0)
+        backoff = Backoff(cap=2e-3)
+        while not request.Test():
+            check()
+            backoff.wait()
+        kind, size = (int(x) for x in self._header)
+        if kind == Tag.RELEASE:
+            return None
+        payload = bytearray(size)
+        self.comm.Bcast([payload, MPI.BYTE], root=0)
+        task: tuple[Any, Any] = pickle.loads(payload)
+        return task

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from mpi4py import MPI
 
 from ..errors import LayoutError
+from ..lifecycle import on_release
 from ..mpi.layout import known_node_local_rank, known_node_size, node_local_rank
 
 if TYPE_CHECKING:
@@ -572,6 +573,10 @@ def abort_worker_process_group() -> None:
             _abort_default_group(dist)
     finally:
         _forget()
+
+
+# A stop that interrupts a loss function blocked in a collective of the group aborts it (propulate.lifecycle).
+on_release(abort_worker_process_group)
 
 
 def _sockets() -> dict[int, int]:

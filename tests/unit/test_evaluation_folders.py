@@ -32,7 +32,7 @@ from propulate.checkpoint.evaluations import (
     sweep,
 )
 from propulate.checkpoint.session import archive
-from propulate.evaluation import Evaluation, Evaluator
+from propulate.evaluation import NO_HOOKS, Evaluation, EvaluationHooks, Evaluator
 from propulate.surrogate import Surrogate
 from propulate.utils import get_default_propagator
 
@@ -154,11 +154,9 @@ def make_evaluator(tmp_path: Path) -> Iterator[Callable[..., Evaluator]]:
         keep_best: int = 0,
     ) -> Evaluator:
         comms.append(MPI.COMM_SELF.Dup())
-        evaluator = Evaluator(loss_fn, MPI.COMM_SELF, comms[-1], surrogate=surrogate)
-        evaluator.folders = EvaluationFolders(tmp_path, root=True, keep_best=keep_best)
-        if stop_soon is not None:
-            evaluator.stop_soon = stop_soon
-        return evaluator
+        hooks = NO_HOOKS if stop_soon is None else EvaluationHooks(stop_soon=stop_soon)
+        folders = EvaluationFolders(tmp_path, root=True, keep_best=keep_best)
+        return Evaluator(loss_fn, MPI.COMM_SELF, comms[-1], surrogate=surrogate, hooks=hooks, folders=folders)
 
     yield make
     for comm in comms:
@@ -815,8 +813,11 @@ def test_a_commit_before_the_first_interim_loss_keeps_the_step_it_continues_from
             yield float(epoch + 1)
 
     ind = individual(uid=31)
-    first = make_evaluator(loss_fn)
-    first.stop_soon = lambda seconds: first._run is not None and first._run.steps >= 3
+    made: list[Evaluator] = []
+    first = make_evaluator(
+        loss_fn, stop_soon=lambda seconds: made[0]._run is not None and made[0]._run.steps >= 3
+    )
+    made.append(first)
     assert attempt(first, ind, redo=False).status is Status.INTERRUPTED
     outcome = attempt(make_evaluator(loss_fn), ind, redo=True)
     assert (outcome.status, outcome.steps, outcome.loss) == (Status.COMPLETED, EPOCHS, float(EPOCHS))

@@ -109,7 +109,7 @@ if repeated:
     failures.append(f"rank {comm.rank}: island {island} evaluated configurations twice: {repeated}")
 mine = sum(1 for ind in bred_here if ind.rank == propulator.island_rank)
 evaluations = comm.allreduce(mine)
-stopped = propulator._stop_reason or ""
+stopped = propulator._stops.reason or ""
 if size is not None and size <= args.generations * comm.size and args.num_islands == 1:
     if evaluations != size:
         failures.append(f"rank {comm.rank}: {evaluations} evaluations of a space of {size} configurations")

@@ -139,7 +139,7 @@ if propulator.is_worker_root:
         (layout.island_index, immigrants, inactive, active) if island_comm.rank == 0 else None
     )
     # Messages of the loop's mailbox per generation, the most of any worker (relayed island news).
-    sent = layout.propulate_comm.allreduce(propulator._mail.messages_sent, op=MPI.MAX)
+    sent = layout.propulate_comm.allreduce(propulator._link.mailbox.messages_sent, op=MPI.MAX)
     if layout.propulate_comm.rank == 0:
         stats = [s for s in stats if s is not None]
         total_active = sum(s[3] for s in stats)

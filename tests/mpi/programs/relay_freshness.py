@@ -36,7 +36,7 @@ args = parser.parse_args()
 dissemination.RADIX = 2
 if not args.background:
     # Relay between evaluations only: the watchdog thread takes in alarm messages, nothing else.
-    Propulator._poll_in_background = lambda self: self._alarm.poll()  # type: ignore[method-assign]
+    Propulator._poll_in_background = lambda self: self._stops.alarm.poll()  # type: ignore[method-assign]
 
 world = MPI.COMM_WORLD
 limits = {"x": (-5.0, 5.0), "y": (-5.0, 5.0)}

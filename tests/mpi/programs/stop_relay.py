@@ -118,12 +118,12 @@ for _ in range(args.calls):
         outcomes.append(f"{type(err).__name__}: {err}")
     elapsed.append(time.monotonic() - called)
 
-alarm = propulator._alarm
+alarm = propulator._stops.alarm
 root = propulator.is_worker_root
 mine = {
     "outcomes": outcomes,
     "elapsed": elapsed,
-    "stop": [propulator._stop_reason, propulator._abort] if root else None,
+    "stop": [propulator._stops.reason, propulator._stops.abort] if root else None,
     "sent": alarm.messages_sent if root and alarm is not None else None,
     "generation": propulator.generation if root else None,
     "threads": threads_may_poll(),
