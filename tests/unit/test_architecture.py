@@ -9,9 +9,6 @@ import propulate
 
 PACKAGE = Path(propulate.__file__).parent
 
-#: The reporting modules, which move into propulate/report/ on another branch (with their private imports).
-REPORTING = {"results.py", "fronts.py", "plotting.py", "html_report.py"}
-
 
 def private_imports(path: Path) -> list[str]:
     """Return ``module.name`` for every underscore name ``path`` imports from a module of the package."""
@@ -28,6 +25,6 @@ def test_no_module_imports_a_private_name_of_another() -> None:
     offenders = {
         str(path.relative_to(PACKAGE)): names
         for path in sorted(PACKAGE.rglob("*.py"))
-        if path.name not in REPORTING and (names := private_imports(path))
+        if (names := private_imports(path))
     }
     assert offenders == {}
