@@ -33,9 +33,10 @@ Ginsbourger, Le Riche & Carraro, "Kriging is well-suited to parallelize optimiza
 Initial design. Until ``n_startup`` results are known, the island's workers evaluate points of one
 scrambled Sobol sequence (Owen scrambling, ``scipy.stats.qmc.Sobol``) over the parameters: worker ``r`` of
 ``W`` takes points ``r, r + W, r + 2W, ...``, so the island covers the space evenly without a message. The
-sequence is seeded alike on every worker: from ``rng`` when it is an int (the same on every rank), else from
-the search space. Configurations the user already knows (``enqueue``, as Optuna's ``enqueue_trial``) come
-first, shared out the same way.
+sequence is seeded alike on every worker: from ``seed``, the same on every rank
+(:func:`propulate.utils.get_tpe_propagator` passes the run's seed), else from the search space. Islands
+given the same seed start from the same design. Configurations the user already knows (``enqueue``, as
+Optuna's ``enqueue_trial``) come first, shared out the same way.
 
 Cost. A proposal costs O(n_candidates * n_results * n_parameters): the model keeps the last ``window``
 results and, beyond them, the good ones of the whole run, so the cost stops growing at ``window`` results.
@@ -327,10 +328,9 @@ class TPE(Propagator):
     ----------
     limits : dict or SearchSpace
         The search space: any parameter types (log scales, steps, integers, categories of any type).
-    rng : random.Random or int, optional
-        This worker's generator, or an int seed, the same on every rank, from which each rank derives its
-        own (:func:`propulate.utils.rank_rng`, stream 0); the initial design is then seeded from it too, so
-        that it differs between seeds. Default: a fresh OS-seeded generator.
+    rng : random.Random, optional
+        This worker's generator (seeded differently on every rank; :func:`propulate.utils.rank_rng` derives
+        one from a seed). Default: a fresh OS-seeded generator.
     n_startup : int >= 1
         How many results the island gathers from the initial design (and ``enqueue``) before the model
         proposes; Optuna's ``n_startup_trials``, 10. With ``W`` workers, up to ``W - 1`` more design points
@@ -350,6 +350,10 @@ class TPE(Propagator):
         Configurations to evaluate first, before the initial design (Optuna's ``enqueue_trial``), e.g.
         known good settings or the best of an earlier run (see :func:`propulate.utils.warm_start`); the
         island's workers share them out. Each maps every parameter name to a value of its range.
+    seed : int >= 0, optional
+        The seed of the initial design, the same on every rank of the island, so that its workers share out
+        one Sobol sequence; pass the run's seed so that the design differs between runs. Default: derived
+        from the search space (the same design in every run).
 
     Raises
     ------
@@ -365,7 +369,7 @@ class TPE(Propagator):
     def __init__(
         self,
         limits: Mapping[str, Any] | SearchSpace,
-        rng: random.Random | int | None = None,
+        rng: random.Random | None = None,
         n_startup: int = 10,
         n_candidates: int = 24,
         gamma: float = 0.1,
@@ -373,15 +377,13 @@ class TPE(Propagator):
         prior_weight: float = 1.0,
         window: int = 1000,
         enqueue: Sequence[Mapping[str, Any]] = (),
+        seed: int | None = None,
     ) -> None:
-        if isinstance(rng, bool) or not (rng is None or isinstance(rng, (int, random.Random))):
-            raise ValueError(f"rng: expected random.Random or an int seed, got {rng!r}")
-        seed = rng if isinstance(rng, int) else None
+        if not (rng is None or isinstance(rng, random.Random)):
+            raise ValueError(f"rng: expected random.Random (one per rank), got {rng!r}")
         if seed is not None:
-            from ..utils import rank_rng
-
-            rng = rank_rng(seed)
-        super().__init__(0, 1, rng if isinstance(rng, random.Random) else None)
+            check_int("seed", seed, 0)
+        super().__init__(0, 1, rng)
         self.space = SearchSpace.of(limits)
         self.n_startup = check_int("n_startup", n_startup, 1)
         self.n_candidates = check_int("n_candidates", n_candidates, 1)

@@ -189,8 +189,9 @@ def get_tpe_propagator(
     limits : dict or SearchSpace
         The search space, any parameter types.
     rng : random.Random or int, optional
-        This worker's generator, or an int seed, the same on every rank (recommended: the initial design
-        then differs between seeds; each rank derives its own generator, :func:`rank_rng`, stream 0).
+        This worker's generator, or an int seed, the same on every rank (recommended: each rank derives its
+        own generator, :func:`rank_rng`, stream 0, and the seed seeds the initial design, which then
+        differs between runs; with a generator the design is derived from the search space).
     n_startup : int >= 1
         How many results the initial design gathers before the model proposes (the equivalent of
         :func:`get_default_propagator`'s ``pop_size``).
@@ -206,6 +207,8 @@ def get_tpe_propagator(
     ValueError
         For an out-of-range argument or an ``enqueue`` entry that does not fit ``limits``.
     """
+    if isinstance(rng, int):  # a seed (rank_rng refuses a bool, naming the seed)
+        return TPE(limits, rng=rank_rng(rng), n_startup=n_startup, enqueue=enqueue, seed=rng)
     return TPE(limits, rng=rng, n_startup=n_startup, enqueue=enqueue)
 
 

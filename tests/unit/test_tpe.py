@@ -148,18 +148,18 @@ def test_the_initial_design_is_shared_out_and_covers_the_space_better_than_unifo
     workers = 4
     design = []
     for rank in range(workers):
-        propagator = TPE(limits, rng=7, n_startup=64)
+        propagator = TPE(limits, rng=random.Random(rank), n_startup=64, seed=7)
         propagator.bind(rank, workers)
         design += [propagator([])[0].position for _ in range(16)]
     points = np.array(design)
     assert len({tuple(p) for p in points}) == 64
-    one = TPE(limits, rng=7, n_startup=64)
+    one = TPE(limits, rng=random.Random(9), n_startup=64, seed=7)
     sequence = np.array([one([])[0].position for _ in range(64)])
     assert {tuple(p) for p in points} == {tuple(p) for p in sequence}
     uniform = [qmc.discrepancy(np.random.default_rng(s).random((64, 3))) for s in range(20)]
     assert qmc.discrepancy(points) < min(uniform)
-    # Another seed, another design; a Random instead of a seed, a design from the search space.
-    assert not np.array_equal(TPE(limits, rng=8)([])[0].position, sequence[0])
+    # Another seed, another design; without a seed, a design derived from the search space.
+    assert not np.array_equal(TPE(limits, seed=8)([])[0].position, sequence[0])
     first = [TPE(limits, rng=random.Random(s))([])[0].position for s in range(2)]
     assert np.array_equal(first[0], first[1])
 
@@ -169,7 +169,7 @@ def test_enqueued_configurations_come_first_shared_out_over_the_workers() -> Non
     limits = {"x": (0.0, 1.0), "act": ("relu", "tanh")}
     seen = []
     for rank in range(2):
-        propagator = TPE(limits, rng=1, enqueue=known)
+        propagator = TPE(limits, rng=random.Random(rank), enqueue=known, seed=1)
         propagator.bind(rank, 2)
         seen.append([propagator([])[0]["x"] for _ in range(3)])
     assert seen[0][:3] == pytest.approx([0.0, 0.2, 0.4])
@@ -300,7 +300,25 @@ def test_several_objectives_and_bad_arguments_raise_naming_what_is_wrong() -> No
         ({"prior_weight": 0.0}, "prior_weight"),
         ({"window": 10}, "window"),
         ({"rng": "seed"}, "rng"),
-        ({"rng": True}, "rng"),
+        ({"rng": 3}, "rng"),
+        ({"seed": -1}, "seed"),
+        ({"seed": True}, "seed"),
     ]:
         with pytest.raises(ValueError, match=name):
             TPE(limits, **kwargs)
+
+
+def test_get_tpe_propagator_takes_a_seed_or_a_generator() -> None:
+    """An int seeds this rank's generator (rank_rng) and the initial design; a generator is used as is."""
+    from propulate.utils import get_tpe_propagator, rank_rng
+
+    limits = {"x": (0.0, 1.0), "act": ("relu", "tanh")}
+    seeded = get_tpe_propagator(limits, rng=5)
+    expected = rank_rng(5)
+    expected.getrandbits(128)  # what TPE draws for its numpy generator
+    assert seeded.rng.getstate() == expected.getstate()
+    np.testing.assert_array_equal(seeded([])[0].position, TPE(limits, seed=5)([])[0].position)
+    generator = random.Random(1)
+    assert get_tpe_propagator(limits, rng=generator, n_startup=3).rng is generator
+    with pytest.raises(ValueError, match="seed"):
+        get_tpe_propagator(limits, rng=True)

@@ -72,7 +72,7 @@ elif args.propagator == "pso":
         4, BasicPSO(0.729, 1.49445, 1.49445, 0, limits, rng), InitUniformPSO(limits, 0, rng=rng)
     )
 elif args.propagator == "tpe":
-    propagator = TPE(limits, rng=args.seed, n_startup=8)
+    propagator = TPE(limits, rng=rng, n_startup=8, seed=args.seed)
 elif args.propagator == "cmaes":
     propagator = CMAPropagator(ActiveCMA(), limits, rng=rng)
 else:
