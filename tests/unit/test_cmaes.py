@@ -16,6 +16,7 @@ import heapq
 import math
 import pickle
 import random
+import statistics
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ from propulate.propagators.cmaes import TAG, ActiveCMA, BasicCMA, CMAParameter, 
 N_DIMS = 10
 BUDGET = 10_000  # evaluations allowed to reach a loss below 1e-8
 TARGET = 1e-8
+SEEDS = range(5)  # the seeds of every test of an outcome; each asserts on their median
 
 
 def ellipsoid(x: np.ndarray) -> float:
@@ -599,14 +601,27 @@ def test_a_resumed_island_of_another_size_keeps_its_strategy():
 
 
 def test_an_island_of_sixteen_workers_solves_the_ellipsoid():
-    """The issue's case: 16 workers, 6,000 evaluations; 1.2.2's design ended at 0.64, this seed at 1e-18
-    (2e-13 with independent samples instead of the shared mirrored orthogonal directions)."""
-    workers = [CMAPropagator(ActiveCMA(), box(5.12), rng=random.Random(rank)) for rank in range(16)]
-    ended = simulate(workers, ellipsoid, 6000, seed=0)
-    best = min(ind.loss for ind in ended)
-    assert best < 1e-15, best
-    # 375 updates learn the 6000 results; a worker does not learn those that end after its last breeding.
-    assert all(6000 // 16 - 4 <= w.par.generation <= 6000 // 16 for w in workers)
+    """The issue's case: 16 workers, 6,000 evaluations. With the shared mirrored orthogonal directions the
+    median best loss over ``SEEDS`` is 9e-18 to 4e-17 under four BLAS kernels (near the resolution of the
+    floats); with independent samples instead it is 2e-15 under each (worst run 1e-12), and 1.2.2's design
+    ended at 0.64. The threshold, 2e-16, lies between the first two."""
+    bests = []
+    for seed in SEEDS:
+        workers = [
+            CMAPropagator(ActiveCMA(), box(5.12), rng=random.Random(1000 * seed + rank)) for rank in range(16)
+        ]
+        ended = simulate(workers, ellipsoid, 6000, seed=seed)
+        bests.append(min(ind.loss for ind in ended))
+        for rank, worker in enumerate(workers):
+            # At its last breeding a worker learns, by generations of lambda (16), the results that ended
+            # before, less those it holds back (at most half an evaluation time), and nothing later.
+            last = max((ind for ind in ended if ind.rank == rank), key=lambda ind: ind.uid)
+            bred = last.evaltime - last.evalperiod
+            ended_before = sum(ind.evaltime <= bred + 1e-9 for ind in ended)
+            settled = sum(ind.evaltime <= bred - worker._period for ind in ended)
+            lambda_ = worker.par.lambda_
+            assert settled // lambda_ <= worker.par.generation <= ended_before // lambda_, (seed, rank)
+    assert statistics.median(bests) < 2e-16, bests
 
 
 def test_a_state_saved_by_the_previous_design_is_loaded():
