@@ -412,6 +412,7 @@ class Evaluator:
             self.folders.begin(ind.uid, resume, self._commit)
             run.folders = self.folders
             run.interim = list(resume.interim) if resume is not None else []
+            run.until = resume.until if resume is not None else 0
         try:
             return self._attempt(ind, run, start)
         finally:
@@ -482,7 +483,9 @@ class Evaluator:
 
         With an evaluation folder, an interim loss that an earlier attempt reported already is taken as
         known (its first value counts); each new one is recorded in the folder, and after the worker agreed
-        on it the root commits the state saved for it (see :mod:`propulate.checkpoint.evaluations`).
+        on it the root commits the state saved for it (see :mod:`propulate.checkpoint.evaluations`). With a
+        step budget (:attr:`Resume.until`), the evaluation ends, completed, once the interim loss of that
+        step is committed: the generator is closed there, on every rank at the same step.
         """
         if run.root:
             self.surrogate.start_run(ind)
@@ -526,6 +529,8 @@ class Evaluator:
             step_began = time.monotonic()
             if flags:
                 return flags
+            if 0 < run.until <= run.steps:  # the step budget is spent, its last state committed
+                return _Step.EXHAUSTED
 
     def _share_interim(self) -> None:
         """Hand what the surrogate has to say now about the run under way to the island's peers."""
@@ -669,6 +674,7 @@ class _Run:
         #: The interim losses known to the root, with their metrics: an earlier attempt's, then this one's.
         self.interim: list[tuple[float, dict[str, float]]] = []
         self.yielded = 0  # interim losses taken in this attempt
+        self.until = 0  # the interim loss after which the evaluation ends (Resume.until); 0: at its end
         self.committed_at = time.monotonic()  # when the state was last committed (or the attempt began)
 
     def take(self, interim: Any) -> None:
