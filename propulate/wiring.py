@@ -27,6 +27,7 @@ from .mpi.link import Arrival, IslandLink
 from .mpi.messaging import Mailbox
 from .mpi.worker_comm import WorkerChannel, in_collective
 from .objectives import Objectives
+from .pbt import PopulationBasedTraining
 from .progress import Progress, progress_interval
 from .propagators.base import Propagator, SelectMax, SelectMin, SelectParetoBest, SelectParetoWorst
 from .surrogate import Surrogate
@@ -120,7 +121,9 @@ def compose(
     """
     worker = layout.worker_comm.Dup()
     root = worker.rank == 0
-    folders = EvaluationFolders(settings.checkpoint_path, root, settings.keep_best_folders)
+    # Population-based training places each interval's starting state in its folder and keeps states.
+    inheritance = propagator.states if isinstance(propagator, PopulationBasedTraining) else None
+    folders = EvaluationFolders(settings.checkpoint_path, root, settings.keep_best_folders, inheritance)
     evaluator: Evaluator | None = None  # the stops ask it whether the loss function runs now
 
     def interruptible() -> bool:  # in the loss function, not in a collective (which ends itself when due)
