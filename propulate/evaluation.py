@@ -414,11 +414,25 @@ class Evaluator:
             run.interim = list(resume.interim) if resume is not None else []
             run.until = resume.until if resume is not None else 0
         try:
+            if resume is not None and 0 < resume.until <= (resume.step or 0):
+                return self._spent(run, start)
             return self._attempt(ind, run, start)
         finally:
             self._run = None
             if self.folders is not None:
                 self.folders.end()
+
+    def _spent(self, run: _Run, start: float) -> Evaluation:
+        """Return the evaluation whose step budget an earlier attempt spent (and committed): completed.
+
+        The loss function is not called (it would train past the budget); its last interim loss counts.
+        """
+        self.count += 1
+        run.steps = run.until
+        if run.root:
+            run.loss, run.metrics = run.interim[run.until - 1]
+        period = time.perf_counter() - start
+        return Evaluation(run.loss, Status.COMPLETED, run.metrics, period, steps=run.steps)
 
     def _attempt(self, ind: Individual, run: _Run, start: float) -> Evaluation:
         root = run.root
@@ -527,10 +541,10 @@ class Evaluator:
                     self._folders().record(run.interim)
                 self._folders().commit(run.steps)
             step_began = time.monotonic()
+            if 0 < run.until <= run.steps and not flags & ((_Step.ENDING & ~_Step.STOPPED) | _Step.CANCELLED):
+                return _Step.EXHAUSTED  # the step budget is spent, its last state committed: even at a stop
             if flags:
                 return flags
-            if 0 < run.until <= run.steps:  # the step budget is spent, its last state committed
-                return _Step.EXHAUSTED
 
     def _share_interim(self) -> None:
         """Hand what the surrogate has to say now about the run under way to the island's peers."""

@@ -916,3 +916,20 @@ def test_sweep_keeps_inheritable_folders(tmp_path) -> None:
     (base / "4").mkdir()
     assert sweep(tmp_path, [], [], 0) == 2
     assert sorted(os.listdir(base)) == ["1", "2"]
+
+
+def test_a_budget_spent_before_a_stop_completes_and_is_not_trained_again(make_evaluator, tmp_path) -> None:
+    """A stop at the budget's last commit: completed there; an attempt of a spent budget trains nothing."""
+    training = Training(stop_at=3)  # the stop arrives during the last step of the budget
+    evaluator = make_evaluator(training, stop_soon=training.stop_soon)
+    assert evaluator.folders is not None
+    evaluator.folders.inheritance = Seeding()
+    ind = individual(uid=8, x=0.4)
+    outcome = attempt(evaluator, ind, redo=False)
+    assert (outcome.status, outcome.steps, training.trained) == (Status.COMPLETED, 4, [2, 3])
+    again = Training()
+    evaluator = make_evaluator(again)
+    evaluator.folders.inheritance = Seeding()
+    outcome = attempt(evaluator, ind, redo=True)  # as after a job killed before the result was stored
+    assert (outcome.status, outcome.steps, again.trained) == (Status.COMPLETED, 4, [])
+    assert outcome.loss == pytest.approx(1.0 + 0.4 / 3 + 0.4 / 4)
