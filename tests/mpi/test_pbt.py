@@ -9,6 +9,7 @@ logs every step it trains, so the test counts steps: none trained twice, none mi
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from propulate import load_checkpoint
+from propulate.pbt import histories, schedule
+from propulate.report import load_dataframe
 
 pytestmark = pytest.mark.mpi
 
@@ -89,6 +92,16 @@ def test_members_exploit_donors_committed_states(mpirun, tmp_path, n):
     result, out = run(mpirun, tmp_path, n, "--generations", str(GENERATIONS), "--interval", str(INTERVAL))
     assert result is not None, out.stdout[-3000:]
     assert check(result, tmp_path, n) >= 1, "no member exploited another"
+    # The lineage is in the checkpoint, read without MPI, and in the exported frame.
+    population = load_checkpoint(tmp_path / "ckpt").population
+    best = schedule(population)
+    assert best[0].start == 0 and all(a.until == b.start for a, b in itertools.pairwise(best))
+    assert best[-1].loss == min(history[-1].loss for history in histories(population).values())
+    frame = load_dataframe(tmp_path / "ckpt").set_index("uid")
+    for ind in result["individuals"]:
+        row = frame.loc[ind["uid"]]
+        for key in ("_member", "_interval", "_parent", "_donor", "_start", "_until"):
+            assert row[f"user_attrs_{key}"] == ind["extras"][key]
 
 
 def test_two_rank_members_all_load_the_donors_state(mpirun, tmp_path):

@@ -16,9 +16,16 @@ import pytest
 
 from propulate import Individual, Status
 from propulate.breeding import Breeder
-from propulate.checkpoint.evaluations import INHERITABLE, EvaluationFolders, Resume, states, sweep
+from propulate.checkpoint.evaluations import (
+    INHERITABLE,
+    EvaluationFolders,
+    Resume,
+    evaluation_checkpoint,
+    states,
+    sweep,
+)
 from propulate.parameters import Categorical, Float, Integer
-from propulate.pbt import MemberStates, PopulationBasedTraining, StateUnavailableError, explore
+from propulate.pbt import MemberStates, PopulationBasedTraining, StateUnavailableError, explore, replay
 from propulate.pbt import states as pbt_states
 from propulate.pbt.exploit import at_step, quantiles, truncation
 from propulate.pbt.explore import perturb
@@ -405,3 +412,45 @@ def test_each_member_keeps_its_latest_states_and_a_sweep_keeps_them_too(tmp_path
     assert states(evaluations.folder(3))[-1][0] == 8
     assert sweep(tmp_path, [], [], 0) == 0
     assert sorted(int(name) for name in os.listdir(evaluations.base)) == left
+
+
+# ------------------------------------------------------------------------------------------------ replay
+
+
+def counting(trained: list[tuple[float, int]]):
+    """A generator loss function: ``w += lr`` per step, continued from its committed state."""
+
+    def loss_fn(params):
+        checkpoint = evaluation_checkpoint()
+        w, step = 0.0, 0
+        if checkpoint.latest is not None:
+            w, step = json.loads((checkpoint.latest / "w.json").read_text())["w"], checkpoint.step
+        while True:
+            w += params["lr"]
+            step += 1
+            trained.append((params["lr"], step))
+            (checkpoint.path / "w.json").write_text(json.dumps({"w": w}))
+            yield w
+
+    return loss_fn
+
+
+def test_replay_trains_one_network_with_the_schedule(tmp_path):
+    inds = [
+        interval(10, 0, 0, 0.9, lr=0.05),
+        interval(20, 1, 0, 0.2, lr=0.5),
+        interval(11, 0, 1, 0.1, lr=0.6, parent=20, donor=1),
+        interval(12, 0, 2, 0.05, lr=0.6, parent=11),
+    ]
+    trained: list[tuple[float, int]] = []
+    losses = replay(counting(trained), schedule(inds), tmp_path)
+    assert trained == [(0.5, 1), (0.5, 2), (0.6, 3), (0.6, 4), (0.6, 5), (0.6, 6)]
+    assert losses == pytest.approx([0.5, 1.0, 1.6, 2.2, 2.8, 3.4])
+    assert replay(counting([]), schedule(inds)) == pytest.approx(losses)  # in a temporary directory
+
+
+def test_replay_refuses_a_segment_without_steps():
+    segment = schedule([interval(10, 0, 0, 0.9)])[0]
+    empty = type(segment)(2, 2, {"lr": 0.1}, 0.0, 0, -1, 10)
+    with pytest.raises(ValueError, match=r"segments\[1\]"):
+        replay(counting([]), [segment, empty])
