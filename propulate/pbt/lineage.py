@@ -19,6 +19,9 @@ island's other workers, into the checkpoint and into the exported frame (:mod:`p
     its own training.
 ``_previous``
     The ``uid`` of the member's previous interval (``-1`` for its first).
+``_unavailable``
+    Only where an exploit found its donor's state gone (:mod:`propulate.pbt.states`): the donor; the
+    interval then starts from the member's own state (``_donor`` is ``-1``) with the explored configuration.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ __all__ = [
     "PARENT",
     "PREVIOUS",
     "START",
+    "UNAVAILABLE",
     "UNTIL",
     "Segment",
     "ancestry",
@@ -50,6 +54,7 @@ UNTIL = "_until"
 PARENT = "_parent"
 DONOR = "_donor"
 PREVIOUS = "_previous"
+UNAVAILABLE = "_unavailable"
 
 
 @dataclass(frozen=True)

@@ -7,17 +7,17 @@ loss function yields, committed with :func:`propulate.evaluation_checkpoint`), c
 interval starts from. Between two intervals the worker breeds the next one, asynchronously, from what the
 island's workers told it, without waiting for anybody:
 
-- *exploit* (:mod:`propulate.pbt.exploit`): after ``burn_in_period`` steps, a member whose result is in the
-  bottom ``quantile_fraction`` of the members' results at the same step takes the latest committed state
-  and configuration of a member drawn from the top quantile (a member whose interval failed does so
-  whatever its rank);
+- *exploit* (:mod:`propulate.pbt.exploit`): after ``burn_in_period`` steps, a member ranked in the bottom
+  ``quantile_fraction`` of the members, each pair compared at the progress both reached, takes the latest
+  committed state and configuration of a member drawn from the top quantile (a member whose interval
+  failed takes the best member's, whatever its rank);
 - *explore* (:mod:`propulate.pbt.explore`): a member that exploited perturbs the configuration it took;
 - otherwise the member continues its own training with its configuration.
 
 The state is handed over by the evaluation folders (:mod:`propulate.pbt.states`), and every interval
 records its place in the lineage (:mod:`propulate.pbt.lineage`). Where Ray Tune's
 ``PopulationBasedTraining`` has the same knob, the name and default are Ray's; Ray ranks trials by their
-last result whatever their progress, this ranks members at the same step.
+last result whatever their progress, this compares members at the same progress.
 
 The loss function is a generator that continues from :attr:`EvaluationCheckpoint.latest` when there is one
 and yields one interim loss per step, saving its state into :attr:`EvaluationCheckpoint.path` before each;
@@ -34,7 +34,7 @@ from ..individual import Individual, Status
 from ..propagators.base import Propagator
 from ..space import SearchSpace
 from ..validation import check_int, check_probability, check_real
-from .exploit import at_step, latest, truncation
+from .exploit import curves, latest, ranks, truncation
 from .explore import check_factors, explore
 from .lineage import DONOR, INTERVAL, MEMBER, PARENT, PREVIOUS, START, UNTIL
 from .states import MemberStates
@@ -129,7 +129,7 @@ class PopulationBasedTraining(Propagator):
             return [self._interval(self.space.decode(self.space.sample(self.rng)), 0, None, None)]
         failed = self._failed >= (own.extras[INTERVAL] if own is not None else -1)
         interval = 1 + max(self._failed, own.extras[INTERVAL] if own is not None else -1)
-        donor = self._donor(inds, own, newest, failed)
+        donor = self._donor(inds, own, failed)
         if donor is None:  # continue its own training (or, failed without a donor, try again)
             if own is None:
                 return [self._interval(self.space.decode(self.space.sample(self.rng)), interval, None, None)]
@@ -142,18 +142,17 @@ class PopulationBasedTraining(Propagator):
         ind[DONOR] = donor
         return [ind]
 
-    def _donor(
-        self, inds: list[Individual], own: Individual | None, newest: dict[int, Individual], failed: bool
-    ) -> int | None:
+    def _donor(self, inds: list[Individual], own: Individual | None, failed: bool) -> int | None:
         """Return the member to copy, or ``None`` to continue (see the module docstring)."""
-        others = {member: ind for member, ind in newest.items() if member != self.member}
+        members = curves(inds)
         if failed:
-            return min(others, key=lambda m: (others[m].loss, m)) if others else None
+            rank = ranks(members)
+            others = [member for member in members if member != self.member]
+            return min(others, key=lambda member: (rank[member], member)) if others else None
         assert own is not None
-        step = own.extras[UNTIL]
-        if step < self.burn_in_period:
+        if own.extras[UNTIL] < self.burn_in_period:
             return None
-        return truncation(self.member, at_step(inds, step), self.quantile_fraction, self.rng)
+        return truncation(self.member, members, self.quantile_fraction, self.rng)
 
     def _interval(
         self, params: Mapping[str, Any], interval: int, parent: Individual | None, previous: Individual | None

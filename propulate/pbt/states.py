@@ -23,7 +23,7 @@ The transfer cannot hand over a partial state:
 
 A donor's folder that is gone for good (its owner had trained ``keep`` more intervals before the copy
 began) cannot be copied: the exploiting member then keeps its own latest state, with the explored
-configuration, and the interval records no donor.
+configuration, and the interval records no donor (``_unavailable`` names the one whose state was gone).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ..checkpoint.evaluations import INHERITABLE, INTERIM, PENDING, Inheritance,
 from ..errors import PropulateError
 from ..individual import Individual, Status
 from ..validation import check_int
-from .lineage import DONOR, INTERVAL, MEMBER, PARENT, PREVIOUS, START, UNTIL
+from .lineage import DONOR, INTERVAL, MEMBER, PARENT, PREVIOUS, START, UNAVAILABLE, UNTIL
 
 __all__ = ["MemberStates", "StateUnavailableError", "retire", "transfer"]
 
@@ -175,7 +175,7 @@ class MemberStates(Inheritance):
                 f"Member {extras[MEMBER]}: the state of member {extras[DONOR]} to copy is gone ({err}); it "
                 "continues from its own with the explored configuration."
             )
-            ind[PARENT], ind[DONOR] = extras[PREVIOUS], -1
+            ind[PARENT], ind[DONOR], ind[UNAVAILABLE] = extras[PREVIOUS], -1, extras[DONOR]
             step, name, interim = transfer(folder.parent / str(extras[PREVIOUS]), folder, str(ind.uid))
         if step != extras[START]:
             ind[UNTIL] = extras[UNTIL] - extras[START] + step

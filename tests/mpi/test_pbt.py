@@ -71,7 +71,8 @@ def check(result, tmp_path: Path, workers: int, keep: int = 3, repeated: int = 0
         else:
             assert extras["_parent"] == extras["_previous"], ind
             assert parent["extras"]["_member"] == extras["_member"]
-            assert ind["lr"] == parent["lr"]
+            # Continued with its configuration, unless the donor's state was gone (explored, own state).
+            assert ind["lr"] == parent["lr"] or extras.get("_unavailable", -1) >= 0, ind
     assert sorted(members) == list(range(workers))
     assert all(sorted(intervals) == list(range(GENERATIONS)) for intervals in members.values()), members
     trained = steps_trained(tmp_path)
@@ -105,9 +106,9 @@ def test_members_exploit_donors_committed_states(mpirun, tmp_path, n):
 
 
 def test_two_rank_members_all_load_the_donors_state(mpirun, tmp_path):
-    result, out = run(mpirun, tmp_path, 4, "--ranks-per-worker", "2", "--keep", "1")
+    result, out = run(mpirun, tmp_path, 4, "--ranks-per-worker", "2", "--keep", "2")
     assert result is not None, out.stdout[-3000:]
-    assert check(result, tmp_path, 2, keep=1) >= 1, "no member exploited another"
+    assert check(result, tmp_path, 2, keep=2) >= 1, "no member exploited another"
 
 
 @pytest.mark.parametrize(("n", "ranks_per_worker"), [(2, 1), (4, 2)])

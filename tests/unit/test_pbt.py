@@ -27,7 +27,7 @@ from propulate.checkpoint.evaluations import (
 from propulate.parameters import Categorical, Float, Integer
 from propulate.pbt import MemberStates, PopulationBasedTraining, StateUnavailableError, explore, replay
 from propulate.pbt import states as pbt_states
-from propulate.pbt.exploit import at_step, quantiles, truncation
+from propulate.pbt.exploit import curves, loss_at, quantiles, ranks, truncation
 from propulate.pbt.explore import perturb
 from propulate.pbt.lineage import ancestry, histories, schedule
 from propulate.population import Population
@@ -168,19 +168,31 @@ def interval(
 
 
 def test_truncation_copies_a_top_member_only_from_the_bottom_quantile():
-    results = {m: interval(m, m, 0, loss) for m, loss in enumerate([0.4, 0.1, 0.3, 0.2])}
+    members = curves([interval(m, m, 0, loss) for m, loss in enumerate([0.4, 0.1, 0.3, 0.2])])
     rng = random.Random(0)
-    assert truncation(0, results, 0.25, rng) == 1  # the worst copies the best
-    assert truncation(2, results, 0.25, rng) is None
-    assert truncation(1, results, 0.25, rng) is None
-    assert truncation(0, {0: results[0]}, 0.25, rng) is None  # alone: nobody to compare with
+    assert ranks(members) == {0: 3, 1: 0, 2: 2, 3: 1}
+    assert truncation(0, members, 0.25, rng) == 1  # the worst copies the best
+    assert truncation(2, members, 0.25, rng) is None
+    assert truncation(1, members, 0.25, rng) is None
+    assert truncation(0, {0: members[0]}, 0.25, rng) is None  # alone: nobody to compare with
 
 
-def test_members_are_compared_at_the_same_step():
-    inds = [interval(0, 0, 0, 0.9), interval(1, 1, 0, 0.1), interval(2, 1, 1, 0.05)]
-    assert set(at_step(inds, 2)) == {0, 1}
-    assert at_step(inds, 2)[1].uid == 1  # member 1's result at step 2, not its later one
-    assert set(at_step(inds, 4)) == {1}
+def test_members_are_compared_at_the_progress_both_reached():
+    inds = [
+        interval(0, 0, 0, 0.9),  # member 0 after 2 steps
+        interval(1, 1, 0, 0.1),  # member 1 after 2 and 4 steps
+        interval(2, 1, 1, 0.05),
+        interval(3, 2, 0, 0.5),  # member 2 after 2 and, having copied a donor ahead, 6 steps
+        interval(4, 2, 1, 0.01, until=6),
+    ]
+    members = curves(inds)
+    assert members[1] == [(2, 0.1), (4, 0.05)] and members[2] == [(2, 0.5), (6, 0.01)]
+    assert loss_at(members[2], 4) == 0.5 and loss_at(members[2], 1) == float("inf")
+    # 1 and 2 meet at step 4, where 2's latest result is that of step 2: 0.5 against 1's 0.05.
+    assert ranks(members) == {0: 2, 1: 0, 2: 1}
+    # A member that ends an interval before the others reach its step is compared at theirs.
+    ahead = curves([interval(0, 0, 0, 0.9), interval(1, 0, 1, 0.8), interval(2, 1, 0, 0.1)])
+    assert truncation(0, ahead, 0.25, random.Random(0)) == 1
 
 
 # ---------------------------------------------------------------------------------------- propagator
@@ -392,6 +404,7 @@ def test_a_donor_state_gone_for_good_leaves_the_member_on_its_own(tmp_path, monk
         resume = evaluations.prepare(ind, redo=False)
     assert "gone" in caplog.text
     assert ind["_parent"] == 10 and ind["_donor"] == -1 and (ind["_start"], ind["_until"]) == (2, 4)
+    assert ind["_unavailable"] == 1
     assert resume is not None and resume.step == 2 and resume.until == 4
 
 
