@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -19,6 +21,8 @@ import pytest
 from propulate import load_checkpoint
 from propulate.pbt import histories, schedule
 from propulate.report import load_dataframe
+
+from .conftest import REPO
 
 pytestmark = pytest.mark.mpi
 
@@ -131,3 +135,20 @@ def test_a_killed_run_loses_at_most_the_step_under_way_per_member(mpirun, mpilau
     second, out = run(mpirun, tmp_path, 4)
     assert second is not None, out.stdout[-3000:]
     check(second, tmp_path, 4, repeated=4)
+
+
+@pytest.mark.torch
+def test_the_tutorial_prints_the_best_schedule_lineage_and_epochs(mpirun, tmp_path):
+    """tutorials/pbt_example.py: 2 members of 2 DDP ranks, 3 intervals of 1 epoch of 5 batches each."""
+    pytest.importorskip("torchvision")
+    tutorials = REPO / "tutorials"
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(tutorials)]), "PROPULATE_DATA_CACHE": str(tmp_path)}
+    args = ["--checkpoint", str(tmp_path / "ckpt"), "--generations", "3", "--train-batches", "5"]
+    out = mpirun(tutorials / "pbt_example.py", 4, *args, "--verbosity", "0", timeout=300, env=env).stdout
+    assert "Schedule of the best member's network" in out, out[-3000:]
+    assert re.search(r"^  member 0: .*\n  member 1: ", out, flags=re.MULTILINE), out[-3000:]
+    assert "Epochs trained in all: 6 (this job)" in out
+    population = load_checkpoint(tmp_path / "ckpt").population
+    assert sorted(len(history) for history in histories(population).values()) == [3, 3]
+    best = schedule(population)
+    assert best[-1].until >= 3 and f"(validation loss {best[-1].loss:.4f})" in out
