@@ -116,10 +116,26 @@ class PopulationBasedTraining(Propagator):
         self.member = island_rank
 
     def observe(self, ind: Individual) -> None:
-        """Note an interval of this member that failed: the member then exploits whatever its rank."""
+        """Note an interval of this member that failed: the member then exploits whatever its rank.
+
+        Raises
+        ------
+        TypeError
+            If an interval of this member completed without training to its last step: the loss function is
+            no generator, or one that ends before.
+        """
         extras = ind.extras
-        if ind.status is Status.FAILED and extras.get(MEMBER) == self.member:
+        if extras.get(MEMBER) != self.member:
+            return
+        if ind.status is Status.FAILED:
             self._failed = max(self._failed, extras[INTERVAL])
+        elif ind.status is Status.COMPLETED and ind.steps != extras[UNTIL]:
+            raise TypeError(
+                f"loss_fn: population-based training needs a generator that continues from "
+                f"evaluation_checkpoint().latest and yields one interim loss per step, for as many steps as "
+                f"asked; interval {extras[INTERVAL]} of member {self.member} ended at step {ind.steps} "
+                f"instead of {extras[UNTIL]}"
+            )
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:
         """Return this member's next interval, bred from the island's completed intervals ``inds``."""

@@ -152,3 +152,24 @@ def test_the_tutorial_prints_the_best_schedule_lineage_and_epochs(mpirun, tmp_pa
     assert sorted(len(history) for history in histories(population).values()) == [3, 3]
     best = schedule(population)
     assert best[-1].until >= 3 and f"(validation loss {best[-1].loss:.4f})" in out
+
+
+def test_a_failing_member_copies_the_best_and_blocks_nobody(mpirun, tmp_path):
+    result, out = run(mpirun, tmp_path, 4, "--fail", "1:1")
+    assert result is not None, out.stdout[-3000:]
+    assert "this member's interval fails" in out.stdout
+    inds = {ind["uid"]: ind for ind in result["individuals"]}
+    assert len(inds) == 4 * GENERATIONS, "every member trained all its intervals, the failed one counted"
+    (failed,) = [ind for ind in inds.values() if ind["status"] == "FAILED"]
+    assert (failed["extras"]["_member"], failed["extras"]["_interval"]) == (1, 1)
+    (after,) = [i for i in inds.values() if (i["extras"]["_member"], i["extras"]["_interval"]) == (1, 2)]
+    assert after["status"] == "COMPLETED" and after["extras"]["_donor"] not in (-1, 1), after
+    donor = inds[after["extras"]["_parent"]]
+    assert after["metrics"]["start"] == donor["metrics"]["w"] and donor["extras"]["_member"] != 1
+
+
+def test_migration_of_members_is_refused_on_every_rank(mpilaunch, tmp_path):
+    args = ["--num-islands", "2", "--migration-probability", "0.5"]
+    result, out = run(mpilaunch, tmp_path, 2, *args)
+    assert out.returncode != 0 and result is None
+    assert out.stdout.count("migration_prob: population-based training runs one population per island") == 2

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from propulate import Individual, Status
+from propulate import Individual, Propulator, Status
 from propulate.breeding import Breeder
 from propulate.checkpoint.evaluations import (
     INHERITABLE,
@@ -467,3 +467,24 @@ def test_replay_refuses_a_segment_without_steps():
     empty = type(segment)(2, 2, {"lr": 0.1}, 0.0, 0, -1, 10)
     with pytest.raises(ValueError, match=r"segments\[1\]"):
         replay(counting([]), [segment, empty])
+
+
+# ------------------------------------------------------------------------------------- in a run
+
+
+def test_a_run_of_one_member_continues_its_own_state(tmp_path):
+    trained: list[tuple[float, int]] = []
+    pbt = PopulationBasedTraining(LIMITS, random.Random(0), perturbation_interval=2)
+    propulator = Propulator(counting(trained), pbt, 1, generations=3, checkpoint_path=tmp_path, resume=False)
+    propulator.propulate()
+    (member,) = histories(propulator.population).values()
+    assert [(s.start, s.until) for s in member] == [(0, 2), (2, 4), (4, 6)]
+    assert [step for _, step in trained] == [1, 2, 3, 4, 5, 6]  # each step once, continued
+    assert member[-1].loss == pytest.approx(6 * member[0].params["lr"])
+
+
+def test_a_plain_loss_function_is_refused_naming_loss_fn(tmp_path):
+    pbt = PopulationBasedTraining(LIMITS, random.Random(0))
+    propulator = Propulator(lambda params: 1.0, pbt, 1, generations=2, checkpoint_path=tmp_path, resume=False)
+    with pytest.raises(TypeError, match="loss_fn: population-based training needs a generator"):
+        propulator.propulate()

@@ -9,6 +9,8 @@ the interval began from); with several ranks per worker every rank loads the sta
 whether all loaded the same ``w``. Every worker root appends ``uid step`` to ``steps-<rank>.log`` for
 each step it trained.
 
+``--fail M:I``: member ``M``'s interval ``I`` raises before its first step, on every rank of its worker.
+
 ``--stop-at G:S``: when world rank 0 begins step ``S`` of its interval of generation ``G``, it sends SIGTERM
 to every rank (SIGKILL with ``--kill``, after waiting for a checkpoint flush).
 
@@ -44,11 +46,15 @@ parser.add_argument("--keep", type=int, default=3)
 parser.add_argument("--stop-at", default="")
 parser.add_argument("--kill", action="store_true")
 parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--fail", default="", help="M:I: member M's interval I raises")
+parser.add_argument("--num-islands", type=int, default=1)
+parser.add_argument("--migration-probability", type=float, default=0.0)
 args = parser.parse_args()
 checkpoint = Path(args.checkpoint)
 checkpoint.mkdir(parents=True, exist_ok=True)
 pids = world.allgather(os.getpid())
 stop_generation, stop_step = (int(x) for x in args.stop_at.split(":")) if args.stop_at else (-1, -1)
+fail_member, fail_interval = (int(x) for x in args.fail.split(":")) if args.fail else (-1, -1)
 log = open(checkpoint / f"steps-{world.rank}.log", "a")  # open for the whole run
 
 
@@ -68,6 +74,8 @@ def loss_fn(params, comm=MPI.COMM_SELF):
         # A state committed inside this interval (by an interrupted attempt) knows where the interval began.
         start = saved["start"] if step > params["_start"] else w
     agree = float(len(set(comm.allgather(w))) == 1)
+    if (params["_member"], params["_interval"]) == (fail_member, fail_interval):
+        raise RuntimeError("this member's interval fails")
     while True:
         comm.allreduce(1)
         if (
@@ -99,6 +107,8 @@ islands = Islands(
     generations=args.generations,
     checkpoint_path=checkpoint,
     ranks_per_worker=args.ranks_per_worker,
+    num_islands=args.num_islands,
+    migration_probability=args.migration_probability,
 )
 islands.propulate(debug=0)
 if world.rank == 0:
