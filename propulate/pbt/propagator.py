@@ -80,6 +80,8 @@ class PopulationBasedTraining(Propagator):
     ------
     ValueError
         For an argument out of range (named in the message), or limits that are not a search space.
+    TypeError
+        If ``rng`` is not a ``random.Random``.
     """
 
     def __init__(
@@ -93,6 +95,11 @@ class PopulationBasedTraining(Propagator):
         perturbation_factors: Sequence[float] = (1.2, 0.8),
         keep_states: int = 3,
     ) -> None:
+        if rng is not None and not isinstance(rng, random.Random):
+            raise TypeError(
+                f"rng: expected a random.Random, this rank's own (e.g. propulate.utils.rank_rng(seed)), "
+                f"got {type(rng).__name__}"
+            )
         super().__init__(parents=-1, offspring=1, rng=rng)
         self.space = SearchSpace.of(limits)
         self.perturbation_interval = check_int("perturbation_interval", perturbation_interval, 1)

@@ -268,6 +268,13 @@ def test_bad_arguments_are_refused_by_name(kwargs, name):
         PopulationBasedTraining(LIMITS, **kwargs)
 
 
+def test_an_rng_that_is_no_generator_is_refused_by_name():
+    with pytest.raises(TypeError, match=r"rng: expected a random\.Random"):
+        PopulationBasedTraining(LIMITS, rng=42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lr"):
+        PopulationBasedTraining({"lr": (1.0,)})
+
+
 def test_the_breeder_evaluates_a_members_repeated_configuration():
     population = Population()
     first = interval(10, 0, 0, 0.1, lr=0.3)
