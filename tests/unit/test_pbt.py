@@ -175,6 +175,9 @@ def test_truncation_copies_a_top_member_only_from_the_bottom_quantile():
     assert truncation(2, members, 0.25, rng) is None
     assert truncation(1, members, 0.25, rng) is None
     assert truncation(0, {0: members[0]}, 0.25, rng) is None  # alone: nobody to compare with
+    tied = curves([interval(m, m, 0, 0.5) for m in range(2)])
+    assert ranks(tied) == {0: 0, 1: 1}  # equal losses: the lower member index wins
+    assert truncation(1, tied, 0.25, rng) == 0
 
 
 def test_members_are_compared_at_the_progress_both_reached():
