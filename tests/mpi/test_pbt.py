@@ -116,17 +116,20 @@ def test_two_rank_members_all_load_the_donors_state(mpirun, tmp_path):
 
 
 @pytest.mark.parametrize(("n", "ranks_per_worker"), [(2, 1), (4, 2)])
-def test_a_stopped_run_continues_every_member_from_its_last_commit(mpirun, tmp_path, n, ranks_per_worker):
+def test_three_stops_continue_every_member_from_its_last_commit(mpirun, tmp_path, n, ranks_per_worker):
     extra = ["--ranks-per-worker", str(ranks_per_worker)]
-    first, out = run(mpirun, tmp_path, n, "--stop-at", "1:0", *extra)
-    assert "SIGTERM received" in out.stdout
-    pending = [ind for inds in load_checkpoint(tmp_path / "ckpt").pending.values() for ind in inds]
-    assert pending, "the stop interrupted no interval"
-    assert len(first["individuals"]) < n // ranks_per_worker * GENERATIONS
-    second, out = run(mpirun, tmp_path, n, *extra)
-    assert second is not None, out.stdout[-3000:]
-    # Every step of every member trained exactly once over both jobs, each interval from its parent's state.
-    check(second, tmp_path, n // ranks_per_worker)
+    done = 0
+    for stop in ("1:0", "2:0", "3:0"):  # member 0's interval and step within it, one per job
+        stopped, out = run(mpirun, tmp_path, n, "--stop-at", stop, *extra)
+        assert "SIGTERM received" in out.stdout, (stop, out.stdout[-3000:])
+        pending = [ind for inds in load_checkpoint(tmp_path / "ckpt").pending.values() for ind in inds]
+        assert pending, f"the stop at {stop} interrupted no interval"
+        assert done <= len(stopped["individuals"]) < n // ranks_per_worker * GENERATIONS
+        done = len(stopped["individuals"])
+    last, out = run(mpirun, tmp_path, n, *extra)
+    assert last is not None, out.stdout[-3000:]
+    # Every step of every member trained once over the four jobs, each interval from its parent's state.
+    check(last, tmp_path, n // ranks_per_worker)
 
 
 def test_a_killed_run_loses_at_most_the_step_under_way_per_member(mpirun, mpilaunch, tmp_path):
@@ -173,3 +176,14 @@ def test_migration_of_members_is_refused_on_every_rank(mpilaunch, tmp_path):
     result, out = run(mpilaunch, tmp_path, 2, *args)
     assert out.returncode != 0 and result is None
     assert out.stdout.count("migration_prob: population-based training runs one population per island") == 2
+
+
+def test_each_island_runs_its_own_population(mpirun, tmp_path):
+    result, out = run(mpirun, tmp_path, 4, "--num-islands", "2")
+    assert result is not None, out.stdout[-3000:]
+    inds = {ind["uid"]: ind for ind in result["individuals"]}
+    assert {ind["island"] for ind in inds.values()} == {0}
+    assert len(inds) == 2 * GENERATIONS
+    for ind in inds.values():  # every parent, hence every donor, is of the same island
+        parent = ind["extras"]["_parent"]
+        assert parent < 0 or inds[parent]["metrics"]["w"] == ind["metrics"]["start"], ind

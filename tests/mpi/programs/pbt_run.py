@@ -14,8 +14,8 @@ each step it trained.
 ``--stop-at G:S``: when world rank 0 begins step ``S`` of its interval of generation ``G``, it sends SIGTERM
 to every rank (SIGKILL with ``--kill``, after waiting for a checkpoint flush).
 
-Rank 0 prints one ``RESULT`` line: every individual (uid, status, steps, loss, lr, its ``_`` entries and
-metrics) and, per evaluation folder left, whether it is inheritable.
+Rank 0 prints one ``RESULT`` line: every individual of its island (uid, island, status, steps, loss, lr, its
+``_`` entries and metrics) and, per evaluation folder left, whether it is inheritable.
 """
 
 from __future__ import annotations
@@ -115,6 +115,7 @@ if world.rank == 0:
     individuals = [
         {
             "uid": ind.uid,
+            "island": ind.island,
             "status": ind.status.name,
             "steps": ind.steps,
             "loss": ind.loss,
