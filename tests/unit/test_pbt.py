@@ -498,3 +498,36 @@ def test_a_plain_loss_function_is_refused_naming_loss_fn(tmp_path):
     propulator = Propulator(lambda params: 1.0, pbt, 1, generations=2, checkpoint_path=tmp_path, resume=False)
     with pytest.raises(TypeError, match="loss_fn: population-based training needs a generator"):
         propulator.propulate()
+
+
+def test_a_copy_cut_short_by_a_kill_is_made_again_on_resume(tmp_path):
+    """A kill -9 in the middle of a copy (in a forked process: no cleanup runs); the resume copies whole."""
+    evaluations = folders(tmp_path)
+    donor = evaluations.folder(20)
+    committed_state(donor, 4, 2.5)
+    (donor / "step-00000004.000001" / "more.bin").write_bytes(b"x" * 100)
+    ind = interval(30, 0, 1, 0.0, until=6, parent=20, donor=1)
+    ind["_previous"] = 10
+    pid = os.fork()
+    if pid == 0:  # the job that is killed after linking one file
+        linked = []
+
+        def killed_after_one_file(src: str, dst: str) -> None:
+            if linked:
+                os._exit(9)
+            linked.append(src)
+            os.link(src, dst)
+
+        pbt_states._link_or_copy = killed_after_one_file
+        evaluations.prepare(ind, redo=False)
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] >> 8 == 9
+    target = evaluations.folder(30)
+    assert not states(target) and len(os.listdir(target / ".incoming")) == 1, "half a copy, not in place"
+    assert not pbt_states.retire(donor) and donor.is_dir(), "the pin left behind keeps the donor"
+    resume = evaluations.prepare(ind, redo=True)  # the resumed job evaluates the interval again
+    assert resume is not None and (resume.step, resume.until) == (4, 6)
+    assert sorted(os.listdir(target / resume.state)) == ["more.bin", "w.json"]
+    assert not [n for n in os.listdir(donor) if n.startswith(".pin-")], "the pin is gone with the copy"
+    assert not (target / ".incoming").exists()
+    assert pbt_states.retire(donor)
