@@ -91,9 +91,11 @@ def transfer(source: Path, target: Path, pin: str) -> tuple[int, str, list[dict[
     Raises
     ------
     StateUnavailableError
-        If ``source`` holds no committed state, or is gone for good.
+        If ``source`` holds no committed state, or could not be copied in :data:`ATTEMPTS` attempts (it is
+        gone for good, or a file cannot be read: the message says which).
     """
     marker = source / f".pin-{pin}"
+    failure: OSError | None = None
     for _ in range(ATTEMPTS):
         try:
             marker.touch()
@@ -112,12 +114,12 @@ def transfer(source: Path, target: Path, pin: str) -> tuple[int, str, list[dict[
             os.rename(incoming, target / final)
             return step, final, interim
         except (FileNotFoundError, shutil.Error) as err:
-            if isinstance(err, shutil.Error) and (source / name).is_dir():
-                raise  # not a state removed or replaced meanwhile
-            time.sleep(PAUSE)  # replaced by a newer one, or its owner may be renaming it back (see retire)
+            # Replaced by a newer state, or renamed away for a moment by its owner (see retire).
+            failure = err
+            time.sleep(PAUSE)
         finally:
             marker.unlink(missing_ok=True)
-    raise StateUnavailableError(f"{source} is gone")
+    raise StateUnavailableError(f"{source} could not be copied: {failure}")
 
 
 def retire(folder: Path) -> bool:

@@ -374,6 +374,31 @@ def test_a_commit_during_the_copy_is_copied_whole(tmp_path, monkeypatch):
     assert sorted(os.listdir(target)) == [name]
 
 
+def test_a_source_renamed_away_for_a_moment_is_copied_once_it_is_back(tmp_path, monkeypatch):
+    """As its owner's retire while another transfer holds a pin: renamed away, seen pinned, renamed back."""
+    source, target = tmp_path / "1", tmp_path / "2"
+    committed_state(source, 2, 0.25)
+    (source / "step-00000002.000001" / "more.bin").write_bytes(b"x" * 100)
+    target.mkdir()
+    away = tmp_path / ".retired-1"
+    link = pbt_states._link_or_copy
+
+    moments: list[str] = []
+
+    def away_and_back(src: str, dst: str) -> None:
+        moments.append(src)
+        if len(moments) == 1:  # away before the first file, back before the second: half a copy
+            os.rename(source, away)
+        elif len(moments) == 2:
+            os.rename(away, source)
+        link(src, dst)
+
+    monkeypatch.setattr(pbt_states, "_link_or_copy", away_and_back)
+    monkeypatch.setattr(pbt_states, "PAUSE", 0.0)
+    _, name, _ = pbt_states.transfer(source, target, "2")
+    assert len(moments) == 4 and sorted(os.listdir(target / name)) == ["more.bin", "w.json"]
+
+
 def test_a_state_gone_for_good_is_unavailable(tmp_path, monkeypatch):
     monkeypatch.setattr(pbt_states, "PAUSE", 0.0)
     (tmp_path / "2").mkdir()
