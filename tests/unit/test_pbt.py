@@ -556,3 +556,32 @@ def test_a_copy_cut_short_by_a_kill_is_made_again_on_resume(tmp_path):
     assert not [n for n in os.listdir(donor) if n.startswith(".pin-")], "the pin is gone with the copy"
     assert not (target / ".incoming").exists()
     assert pbt_states.retire(donor)
+
+
+# ------------------------------------------------------------------------------------------- report
+
+
+def test_the_text_report_lists_members_and_the_best_schedule():
+    pytest.importorskip("pandas")
+    from propulate.report.frame import to_dataframe
+    from propulate.report.lineage import best_schedule, member_summary
+    from propulate.report.text import format_report
+
+    inds = [
+        interval(10, 0, 0, 0.9, lr=0.05),
+        interval(20, 1, 0, 0.2, lr=0.5),
+        interval(11, 0, 1, 0.1, lr=0.6, parent=20, donor=1),
+        interval(21, 1, 1, 0.15, lr=0.5, parent=20),
+    ]
+    for k, ind in enumerate(inds):
+        ind.evaltime, ind.evalperiod = 1000.0 + k, 1.0
+    frame = to_dataframe(inds)
+    members = member_summary(frame)
+    assert members["intervals"].tolist() == [2, 2] and members["exploits"].tolist() == [1, 0]
+    assert members["latest"].tolist() == [0.1, 0.15]
+    schedule = best_schedule(frame)
+    assert schedule[["start", "until", "member", "donor"]].values.tolist() == [[0, 2, 1, -1], [2, 4, 0, 1]]
+    assert schedule["lr"].tolist() == [0.5, 0.6]
+    report = format_report(frame)
+    assert "Population-based training: members" in report and "Schedule of the best member's state" in report
+    assert "Population-based training" not in format_report(to_dataframe([Individual({"lr": 0.1}, LIMITS)]))
