@@ -1,4 +1,4 @@
-"""Launch MPI test programs under ``mpiexec`` with a hard timeout.
+"""Launch MPI test programs under ``mpiexec`` with a hard timeout; mark every test of this folder ``mpi``.
 
 Each test in this folder starts a small program from ``tests/mpi/programs`` under ``mpiexec -n N`` through
 ``benchmarks/mpijob.py``, the launcher the benchmarks use too. The program makes its own collective
@@ -22,6 +22,13 @@ __all__ = ["PROGRAMS", "REPO", "find_mpiexec", "finish_job", "kill_job", "launch
 HERE = Path(__file__).parent
 PROGRAMS = HERE / "programs"
 REPO = mpijob.REPO
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``mpi`` every test collected from this folder (``-m "not mpi"`` leaves them out)."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.mpi)
 
 
 def find_mpiexec() -> str:

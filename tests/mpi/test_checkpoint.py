@@ -17,8 +17,6 @@ from propulate.individual import Status
 
 from .conftest import REPO, finish_job, kill_job, start_job
 
-pytestmark = pytest.mark.mpi
-
 
 def session(mpirun, directory: Path, ranks: int, generations: int, *extra: str) -> dict:
     args = ["--checkpoint", str(directory), "--generations", str(generations), *extra]

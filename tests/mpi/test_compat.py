@@ -9,8 +9,6 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.mpi
-
 
 @pytest.mark.parametrize("ranks", [1, 2, 4, 8])
 def test_propulator_built_on_a_checkpoint_has_its_population(mpirun, ranks, tmp_path):

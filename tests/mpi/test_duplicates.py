@@ -19,8 +19,6 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.mpi
-
 
 def run(mpirun, ranks: int, *args: str) -> dict:
     out = mpirun("duplicates.py", ranks, *args, timeout=120)

@@ -16,8 +16,6 @@ from propulate import Status, load_checkpoint
 
 from .conftest import kill_job, start_job
 
-pytestmark = pytest.mark.mpi
-
 
 def result_of(output: str) -> dict:
     line = next(line for line in output.splitlines() if line.startswith("RESULT "))

@@ -33,32 +33,27 @@ def run_release(mpirun, ranks: int, limit: int, *args: str) -> str:
     return out.stdout
 
 
-@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [1, 2, 4, 8])
 def test_one_island_releases_past_its_limit_and_loses_nothing(mpirun, ranks):
     generations = str(1200 // ranks)
     run_release(mpirun, ranks, 100, "--generations", generations, "--expect-release")
 
 
-@pytest.mark.mpi
 @pytest.mark.parametrize("ranks", [1, 4])
 def test_a_resumed_population_above_the_limit_is_released_as_it_is_taken_in(mpirun, ranks):
     run_release(mpirun, ranks, 100, "--generations", str(600 // ranks), "--resume", "--expect-release")
 
 
-@pytest.mark.mpi
 def test_workers_of_two_ranks_hand_the_released_store_to_their_other_rank(mpirun):
     args = ["--generations", "300", "--ranks-per-worker", "2", "--resume", "--expect-release"]
     run_release(mpirun, 4, 100, *args)
 
 
-@pytest.mark.mpi
 def test_islands_with_pollination_keep_everything(mpirun):
     # An immigrant deactivates the worst individual, which may be one released: nothing is released.
     run_release(mpirun, 4, 100, "--generations", "150", "--num-islands", "2")
 
 
-@pytest.mark.mpi
 def test_a_run_under_its_limit_releases_nothing(mpirun):
     run_release(mpirun, 2, 5000, "--generations", "300")
 

@@ -13,8 +13,6 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.mpi
-
 
 def run(mpirun, ranks: int, tmp_path, *args: str, timeout: float = 120.0) -> dict:
     out = mpirun(

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.mpi
-
 
 def session(mpirun, ranks: int, checkpoint: Path, generations: int, *extra: str) -> dict:
     args = ["--checkpoint", str(checkpoint), "--generations", str(generations), *extra]

@@ -13,8 +13,6 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.mpi
-
 
 def result_of(output: str) -> dict:
     line = next(line for line in output.splitlines() if line.startswith("RESULT "))

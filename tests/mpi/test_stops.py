@@ -20,8 +20,6 @@ from propulate import load_checkpoint
 
 from .conftest import finish_job, kill_job, start_job
 
-pytestmark = pytest.mark.mpi
-
 RUNS = int(os.environ.get("PROPULATE_TEST_STOP_RUNS", "2"))
 GRACE = 1.0
 

@@ -14,8 +14,6 @@ import pytest
 from propulate.migration import complete_topology, hypercube_topology, ring_topology
 from tests.mpi.test_island_model import result_of
 
-pytestmark = pytest.mark.mpi
-
 
 def run_topology(mpirun, ranks, tmp_path, *args):
     out = mpirun("topology_run.py", ranks, *args, "--checkpoint", str(tmp_path), timeout=180)
