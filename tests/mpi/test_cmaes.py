@@ -8,14 +8,22 @@ updates of each worker's copy of the strategy and how far the copies ended apart
 
 Thresholds come from launches on this 2-core machine (8 ranks oversubscribe it), seed 0, repeated
 ``LAUNCHES`` times per case (the runs are asynchronous, so they differ from launch to launch); see
-``MEASURED``. With one rank the run is the serial strategy and deterministic.
+``MEASURED``. With one rank the run is the serial strategy and deterministic: its best loss is compared with
+that of the serial strategy computed here, on the same machine (the rounding of the BLAS kernel, which differs
+from CPU to CPU, decides the last digits and, through them, the path).
 """
 
 from __future__ import annotations
 
 import json
+import math
+import random
 
+import numpy as np
 import pytest
+
+from propulate.individual import Status
+from propulate.propagators.cmaes import ActiveCMA, CMAPropagator
 
 pytestmark = pytest.mark.mpi
 
@@ -52,10 +60,29 @@ def run(mpirun, tmp_path, ranks: int, function: str, adapter: str = "active") ->
     return json.loads(line[len("RESULT ") :])
 
 
+def serial_best(seed: int) -> float:
+    """The best loss of the serial strategy on the ellipsoid of ``cmaes_run.py`` over ``EVALUATIONS``, asked
+    and told on this process with the generator that rank 0 of a launch with ``--seed seed`` builds."""
+    limits = {f"x{i}": (-5.12, 5.12) for i in range(10)}
+    propagator = CMAPropagator(ActiveCMA(), limits, rng=random.Random(seed * 1000))
+    best = math.inf
+    for uid in range(EVALUATIONS):
+        ind = propagator([])[0]
+        x = ind.position
+        ind.loss = float(np.sum(10.0 ** (6.0 * np.arange(10) / 9) * x**2))
+        ind.status, ind.uid, ind.evaltime = Status.COMPLETED, uid, float(uid)
+        propagator.observe(ind)
+        best = min(best, ind.loss)
+    return best
+
+
 def test_one_rank_is_the_serial_strategy(mpirun, tmp_path):
     result = run(mpirun, tmp_path, 1, "ellipsoid")
     assert result["evaluations"] == EVALUATIONS and result["updates"] == [EVALUATIONS // 10]
-    assert result["best"] < 1e-15, result
+    assert result["best"] == serial_best(0), result
+    # It reaches 1e-8, which the serial strategy does after 3,600 to 4,760 evaluations (seeds 0-9 under four
+    # BLAS kernels); with an unadapted covariance matrix it is still above 1 after 100,000.
+    assert result["to_target"] is not None, result
 
 
 @pytest.mark.parametrize("ranks", [4, 8])

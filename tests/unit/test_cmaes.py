@@ -4,28 +4,34 @@ bounds, updates equal ``cmaes.CMA.tell``), and the asynchronous island driven as
 strategy stay identical, late arrivals are held back, injected results are clipped, the state stays bounded
 and a resume learns what the snapshot missed.
 
-Serial runs, measured with seed 0 (evaluations until the best loss is below 1e-8): ellipsoid 6148 (basic)
-and 3964 (active), Rosenbrock 7774 (basic) and 5444 (active); ``cmaes`` 0.13.1 needs 4237 and 6245 (numbers of
-the serial strategy, which this redesign keeps).
+A run's outcome depends on how the CPU's BLAS kernel rounds (the eigen decomposition, the products), so a
+test of an outcome asserts on the median over ``SEEDS``, with a threshold that separates the design from its
+alternative. Serial runs, medians over ``SEEDS`` under four OpenBLAS kernels (evaluations until the best loss
+is below 1e-8): ellipsoid 5,500 to 5,900 (basic) and 3,964 (active), Rosenbrock 6,000 to 6,300 (basic) and
+5,500 to 5,650 (active); ``cmaes`` needs 4,090 to 4,110 and 5,000 to 5,500. With an unadapted covariance
+matrix the best loss is still above 1 (ellipsoid) and 1e-3 (Rosenbrock) after 100,000 evaluations.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import heapq
 import math
 import pickle
 import random
+import statistics
 
 import numpy as np
 import pytest
 
 from propulate.individual import Individual, Status
-from propulate.propagators.cmaes import TAG, ActiveCMA, BasicCMA, CMAParameter, CMAPropagator
+from propulate.propagators.cmaes import TAG, ActiveCMA, BasicCMA, CMAAdapter, CMAParameter, CMAPropagator
 
 N_DIMS = 10
 BUDGET = 10_000  # evaluations allowed to reach a loss below 1e-8
 TARGET = 1e-8
+SEEDS = range(5)  # the seeds of every test of an outcome; each asserts on their median
 
 
 def ellipsoid(x: np.ndarray) -> float:
@@ -59,6 +65,18 @@ def ask_tell(propagator: CMAPropagator, function, budget: int) -> tuple[int, flo
         if best < TARGET:
             return i + 1, best
     return budget, best
+
+
+@functools.cache
+def serial_runs(name: str, adapter: type[CMAAdapter]) -> tuple[float, ...]:
+    """Evaluations one worker needs to reach ``TARGET`` from each seed (inf: not within ``BUDGET``)."""
+    function, bound = FUNCTIONS[name]
+    runs = []
+    for seed in SEEDS:
+        propagator = CMAPropagator(adapter(), box(bound), rng=random.Random(seed))
+        evaluations, best = ask_tell(propagator, function, BUDGET)
+        runs.append(evaluations if best < TARGET else math.inf)
+    return tuple(runs)
 
 
 def untagged(ind: Individual) -> Individual:
@@ -288,35 +306,41 @@ def test_updates_equal_cmaes_tell():
 @pytest.mark.parametrize("adapter", [BasicCMA, ActiveCMA])
 @pytest.mark.parametrize("name", ["ellipsoid", "rosenbrock"])
 def test_reaches_target_within_budget(name, adapter):
-    function, bound = FUNCTIONS[name]
-    evaluations, best = ask_tell(CMAPropagator(adapter(), box(bound), rng=random.Random(0)), function, BUDGET)
-    assert best < TARGET, f"{name}: best loss {best:.3g} after {evaluations} evaluations"
+    # On Rosenbrock a run may settle in the local minimum (f = 3.99), as synchronous CMA-ES does: seeds 0-39
+    # under four BLAS kernels, 1 to 3 runs of 40 of each adapter, 3 of ``cmaes``'s; on the ellipsoid none.
+    runs = serial_runs(name, adapter)
+    assert statistics.median(runs) <= BUDGET, f"{name}: evaluations to {TARGET:g} by seed: {runs}"
 
 
 @pytest.mark.parametrize("name", ["ellipsoid", "rosenbrock"])
 def test_not_ten_times_slower_than_the_cmaes_package(name):
+    """Medians over ``SEEDS`` of the evaluations to ``TARGET``, ours over ``cmaes``'s: 0.96 to 0.97 on the
+    ellipsoid, 1.02 to 1.12 on Rosenbrock under four BLAS kernels (the same strategy); an unadapted covariance
+    matrix does not reach the target in 100,000 evaluations, more than 20 times ``cmaes``'s."""
     cmaes = pytest.importorskip("cmaes")
     function, bound = FUNCTIONS[name]
-    ours, our_best = ask_tell(CMAPropagator(ActiveCMA(), box(bound), rng=random.Random(0)), function, BUDGET)
-
-    rng = np.random.default_rng(0)
-    optimizer = cmaes.CMA(
-        mean=rng.uniform(-bound, bound, N_DIMS),
-        sigma=0.3 * 2 * bound,
-        bounds=np.array([[-bound, bound]] * N_DIMS),
-        seed=0,
-    )
-    theirs, their_best = 0, math.inf
-    while theirs < BUDGET and their_best >= TARGET:
-        told = []
-        for _ in range(optimizer.population_size):
-            x = optimizer.ask()
-            told.append((x, function(x)))
-            theirs += 1
-            their_best = min(their_best, told[-1][1])
-        optimizer.tell(told)
-    assert their_best < TARGET, "the reference did not converge within the budget"
-    assert our_best < TARGET and ours <= 10 * theirs, (ours, theirs)
+    theirs = []
+    for seed in SEEDS:
+        rng = np.random.default_rng(seed)
+        optimizer = cmaes.CMA(
+            mean=rng.uniform(-bound, bound, N_DIMS),
+            sigma=0.3 * 2 * bound,
+            bounds=np.array([[-bound, bound]] * N_DIMS),
+            seed=seed,
+        )
+        evaluations, best = 0, math.inf
+        while evaluations < BUDGET and best >= TARGET:
+            told = []
+            for _ in range(optimizer.population_size):
+                x = optimizer.ask()
+                told.append((x, function(x)))
+                evaluations += 1
+                best = min(best, told[-1][1])
+            optimizer.tell(told)
+        theirs.append(evaluations if best < TARGET else math.inf)
+    ours = serial_runs(name, ActiveCMA)
+    assert statistics.median(theirs) <= BUDGET, f"the reference did not converge within the budget: {theirs}"
+    assert statistics.median(ours) <= 10 * statistics.median(theirs), (ours, theirs)
 
 
 def test_a_population_passed_by_hand_is_learned_once():
@@ -599,14 +623,27 @@ def test_a_resumed_island_of_another_size_keeps_its_strategy():
 
 
 def test_an_island_of_sixteen_workers_solves_the_ellipsoid():
-    """The issue's case: 16 workers, 6,000 evaluations; 1.2.2's design ended at 0.64, this seed at 1e-18
-    (2e-13 with independent samples instead of the shared mirrored orthogonal directions)."""
-    workers = [CMAPropagator(ActiveCMA(), box(5.12), rng=random.Random(rank)) for rank in range(16)]
-    ended = simulate(workers, ellipsoid, 6000, seed=0)
-    best = min(ind.loss for ind in ended)
-    assert best < 1e-15, best
-    # 375 updates learn the 6000 results; a worker does not learn those that end after its last breeding.
-    assert all(6000 // 16 - 4 <= w.par.generation <= 6000 // 16 for w in workers)
+    """The issue's case: 16 workers, 6,000 evaluations. With the shared mirrored orthogonal directions the
+    median best loss over ``SEEDS`` is 9e-18 to 4e-17 under four BLAS kernels (near the resolution of the
+    floats); with independent samples instead it is 2e-15 under each (worst run 1e-12), and 1.2.2's design
+    ended at 0.64. The threshold, 2e-16, lies between the first two."""
+    bests = []
+    for seed in SEEDS:
+        workers = [
+            CMAPropagator(ActiveCMA(), box(5.12), rng=random.Random(1000 * seed + rank)) for rank in range(16)
+        ]
+        ended = simulate(workers, ellipsoid, 6000, seed=seed)
+        bests.append(min(ind.loss for ind in ended))
+        for rank, worker in enumerate(workers):
+            # At its last breeding a worker learns, by generations of lambda (16), the results that ended
+            # before, less those it holds back (at most half an evaluation time), and nothing later.
+            last = max((ind for ind in ended if ind.rank == rank), key=lambda ind: ind.uid)
+            bred = last.evaltime - last.evalperiod
+            ended_before = sum(ind.evaltime <= bred + 1e-9 for ind in ended)
+            settled = sum(ind.evaltime <= bred - worker._period for ind in ended)
+            lambda_ = worker.par.lambda_
+            assert settled // lambda_ <= worker.par.generation <= ended_before // lambda_, (seed, rank)
+    assert statistics.median(bests) < 2e-16, bests
 
 
 def test_a_state_saved_by_the_previous_design_is_loaded():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -359,9 +360,15 @@ def test_zdt1_front_after_2000_evaluations():
 
 
 def test_one_objective_is_a_steady_state_genetic_algorithm():
-    prop = NSGA2({"x": (-5.0, 5.0), "y": (-5.0, 5.0)}, pop_size=POP_SIZE, rng=random.Random(0))
-    for _ in range(400):
-        child = prop([])[0]
-        child.loss, child.status = child["x"] ** 2 + child["y"] ** 2, Status.COMPLETED  # no losses
-        prop.observe(child)
-    assert min(ind.loss for ind in prop.population) < 1e-2
+    # The median best loss of seeds 0-4 after 400 evaluations: measured over seeds 0-39, the medians of five
+    # are 9e-5 to 1.5e-3 (worst seed 6.6e-3); of random search with 400 evaluations, 6.5e-3 or more (median
+    # 0.056, 400 groups of five runs).
+    bests = []
+    for seed in range(5):
+        prop = NSGA2({"x": (-5.0, 5.0), "y": (-5.0, 5.0)}, pop_size=POP_SIZE, rng=random.Random(seed))
+        for _ in range(400):
+            child = prop([])[0]
+            child.loss, child.status = child["x"] ** 2 + child["y"] ** 2, Status.COMPLETED  # no losses
+            prop.observe(child)
+        bests.append(min(ind.loss for ind in prop.population))
+    assert statistics.median(bests) < 5e-3, bests
