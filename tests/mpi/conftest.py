@@ -8,8 +8,10 @@ assertions and exits non-zero on failure; a hang is killed with the job's whole 
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from benchmarks import mpijob
 from benchmarks.mpijob import kill_job
 
-__all__ = ["PROGRAMS", "REPO", "find_mpiexec", "finish_job", "kill_job", "launch", "start_job"]
+__all__ = ["PROGRAMS", "REPO", "Cases", "find_mpiexec", "finish_job", "kill_job", "launch", "start_job"]
 
 HERE = Path(__file__).parent
 PROGRAMS = HERE / "programs"
@@ -71,6 +73,59 @@ def launch(
 ) -> subprocess.CompletedProcess[str]:
     """Run ``program`` on ``n`` ranks to its end; fail the test if it runs past ``timeout`` seconds."""
     return finish_job(start_job(program, n, *args, env=env, cwd=cwd), timeout)
+
+
+class Cases:
+    """Several cases of one program, run one after the other in one launch per rank count (``_cases.py``).
+
+    ``cases`` maps a case's name to its rank count and the program's arguments, in which ``{tmp}`` stands for
+    ``directory``. The first test that asks for a case launches every case of its rank count, in the order
+    given (so a case may resume what an earlier one wrote); the others read their output from that launch.
+    The launch may take ``timeout`` seconds per case it runs, plus a minute. A case's output holds rank 0's
+    lines from its start to the next case's (another rank's line may stray into the next case). A case's
+    exit code is 0 once the next case began, else the launch's: a case that fails stops the ones after it,
+    which report that they did not run.
+    """
+
+    def __init__(
+        self,
+        program: str,
+        cases: Mapping[str, tuple[int, Sequence[str]]],
+        directory: Path,
+        timeout: float,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.program = program
+        self.cases = {
+            name: (ranks, [arg.format(tmp=directory) for arg in args])
+            for name, (ranks, args) in cases.items()
+        }
+        self.timeout = timeout
+        self.env = env
+        self._launches: dict[int, mpijob.Finished] = {}
+
+    def __call__(self, name: str) -> subprocess.CompletedProcess[str]:
+        """Return the output of case ``name``, launching its rank count's cases if not done yet.
+
+        Fails the test if that launch ran past its timeout (once, for all of its cases).
+        """
+        ranks, _ = self.cases[name]
+        if ranks not in self._launches:
+            batch = {case: args for case, (n, args) in self.cases.items() if n == ranks}
+            job = start_job("_cases.py", ranks, str(PROGRAMS / self.program), json.dumps(batch), env=self.env)
+            self._launches[ranks] = mpijob.finish(job, 60.0 + self.timeout * len(batch))
+        done = self._launches[ranks]
+        if done.timed_out:
+            pytest.fail(f"{' '.join(done.command)} hung; output:\n{done.output[-5000:]}")
+        parts = re.split(r"CASE (\S+)\n", done.output)
+        names = parts[1::2]
+        if name not in names:
+            output = f"case {name} did not run; the launch's output:\n{done.output}"
+            return subprocess.CompletedProcess(done.command, done.returncode or 1, output, "")
+        index = names.index(name)
+        # Every rank ended a case before rank 0 announced the next one.
+        returncode = 0 if index + 1 < len(names) else done.returncode
+        return subprocess.CompletedProcess(done.command, returncode, parts[2 + 2 * index], "")
 
 
 @pytest.fixture
