@@ -97,7 +97,7 @@ class Cases:
     ) -> None:
         self.program = program
         self.cases = {
-            name: (ranks, [arg.format(tmp=directory) for arg in args])
+            name: (ranks, [arg.replace("{tmp}", str(directory)) for arg in args])
             for name, (ranks, args) in cases.items()
         }
         self.timeout = timeout
