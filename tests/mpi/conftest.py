@@ -75,16 +75,21 @@ def launch(
     return finish_job(start_job(program, n, *args, env=env, cwd=cwd), timeout)
 
 
+#: The most seconds a launch of several cases may take: below pytest-timeout's 600 s per test (pyproject), so
+#: that a hung launch is killed here, with its process tree, and fails its cases, rather than left running.
+LONGEST_LAUNCH = 500.0
+
+
 class Cases:
     """Several cases of one program, run one after the other in one launch per rank count (``_cases.py``).
 
     ``cases`` maps a case's name to its rank count and the program's arguments, in which ``{tmp}`` stands for
     ``directory``. The first test that asks for a case launches every case of its rank count, in the order
     given (so a case may resume what an earlier one wrote); the others read their output from that launch.
-    The launch may take ``timeout`` seconds per case it runs, plus a minute. A case's output holds rank 0's
-    lines from its start to the next case's (another rank's line may stray into the next case). A case's
-    exit code is 0 once the next case began, else the launch's: a case that fails stops the ones after it,
-    which report that they did not run.
+    The launch may take ``timeout`` seconds per case it runs, plus a minute, at most ``LONGEST_LAUNCH``. A
+    case's output holds rank 0's lines from its start to the next case's (another rank's line may stray into
+    the next case). A case's exit code is 0 once the next case began, else the launch's: a case that fails
+    stops the ones after it, which report that they did not run.
     """
 
     def __init__(
@@ -113,10 +118,12 @@ class Cases:
         if ranks not in self._launches:
             batch = {case: args for case, (n, args) in self.cases.items() if n == ranks}
             job = start_job("_cases.py", ranks, str(PROGRAMS / self.program), json.dumps(batch), env=self.env)
-            self._launches[ranks] = mpijob.finish(job, 60.0 + self.timeout * len(batch))
+            limit = min(60.0 + self.timeout * len(batch), LONGEST_LAUNCH)
+            self._launches[ranks] = mpijob.finish(job, limit)
         done = self._launches[ranks]
         if done.timed_out:
-            pytest.fail(f"{' '.join(done.command)} hung; output:\n{done.output[-5000:]}")
+            command = " ".join(done.command)
+            pytest.fail(f"{command} hung, killed after {done.seconds:.0f} s; output:\n{done.output[-5000:]}")
         parts = re.split(r"CASE (\S+)\n", done.output)
         names = parts[1::2]
         if name not in names:
