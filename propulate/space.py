@@ -509,6 +509,28 @@ class SearchSpace:
             self.encode_one(position, p, values[p.name])
         return position
 
+    def check_inside(self, position: np.ndarray) -> None:
+        """Raise if a numeric slot of ``position`` (shape ``(ndim,)``) lies outside its parameter's range.
+
+        Positions built by :meth:`encode` from values of another space (an earlier run's, a user's list)
+        may; those the propagators breed are clipped.
+
+        Raises
+        ------
+        ValueError
+            Naming the first parameter whose value is outside ``[low, high]``, and its range.
+        """
+        for p in self.parameters:
+            if p.kind is Kind.CATEGORICAL:
+                continue
+            x = float(position[p.offset])
+            slack = 1e-12 * max(1.0, abs(p.lower), abs(p.upper))
+            if not p.lower - slack <= x <= p.upper + slack:
+                value, low, high = math.exp(x) if p.log else x, p.low, p.high
+                if p.kind is Kind.INT:
+                    value, low, high = round(value), int(low), int(high)
+                raise ValueError(f"{p.name}: {value!r} is outside [{low!r}, {high!r}]")
+
     def decode(self, position: np.ndarray) -> dict[str, Any]:
         """Return the dict of parameter values stored in ``position``."""
         return {p.name: self.decode_one(position, p) for p in self.parameters}

@@ -421,7 +421,9 @@ class TPE(Propagator):
         if not isinstance(values, Mapping):
             raise ValueError(f"enqueue[{index}]: expected a dict of parameter values, got {values!r}")
         try:
-            return self.space.encode(values)
+            position = self.space.encode(values)
+            self.space.check_inside(position)
+            return position
         except ValueError as err:
             raise ValueError(f"enqueue[{index}]: {err}") from None
 

@@ -264,6 +264,7 @@ def warm_start(
             params = {name: params[name] for name in space.names if name in params}
             try:
                 position = space.encode(params)
+                space.check_inside(position)
             except ValueError:
                 continue
             key = space.key(position)

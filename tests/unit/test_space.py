@@ -336,3 +336,12 @@ def test_from_canonical_reads_back_every_parameter_type() -> None:
         assert space.key(back) == space.key(position)
     with pytest.raises(ValueError, match="data: expected"):
         space.from_canonical(b"\0" * 8)
+
+
+def test_check_inside_names_a_value_outside_its_range() -> None:
+    space = SearchSpace.of({"lr": Float(1e-4, 1e-1, log=True), "n": (1, 8), "act": ("relu", "tanh")})
+    space.check_inside(space.encode({"lr": 1e-4, "n": 8, "act": "tanh"}))  # the ends are inside
+    with pytest.raises(ValueError, match=r"lr: 0\.5 is outside \[0\.0001, 0\.1\]"):
+        space.check_inside(space.encode({"lr": 0.5, "n": 2, "act": "relu"}))
+    with pytest.raises(ValueError, match=r"n: 0 is outside \[1, 8\]"):
+        space.check_inside(space.encode({"lr": 1e-3, "n": 0, "act": "relu"}))

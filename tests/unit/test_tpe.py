@@ -177,7 +177,9 @@ def test_enqueued_configurations_come_first_shared_out_over_the_workers() -> Non
     assert seen[1][:2] == pytest.approx([0.1, 0.3])
     assert seen[1][2] not in [0.1 * i for i in range(5)]  # then the design
     with pytest.raises(ValueError, match=r"enqueue\[1\]"):
-        TPE(limits, enqueue=[{"x": 0.5, "act": "relu"}, {"x": 2.0, "act": "relu", "y": 1}])
+        TPE(limits, enqueue=[{"x": 0.5, "act": "relu"}, {"x": 0.5, "act": "relu", "y": 1}])
+    with pytest.raises(ValueError, match=r"enqueue\[1\]: x: 2.0 is outside \[0.0, 1.0\]"):
+        TPE(limits, enqueue=[{"x": 0.5, "act": "relu"}, {"x": 2.0, "act": "relu"}])
 
 
 @pytest.mark.slow
@@ -324,3 +326,60 @@ def test_get_tpe_propagator_takes_a_seed_or_a_generator() -> None:
     assert get_tpe_propagator(limits, rng=generator, n_startup=3).rng is generator
     with pytest.raises(ValueError, match="seed"):
         get_tpe_propagator(limits, rng=True)
+
+
+def write_checkpoint(directory: Any, limits: dict, evaluations: list[tuple[dict, float, Status]]) -> None:
+    """A one-worker checkpoint holding ``evaluations`` (parameters, loss, status), written as a run does."""
+    from mpi4py import MPI
+
+    from propulate.checkpoint import Record
+    from propulate.checkpoint.worker import WorkerSession
+
+    settings = {"generations": 3, "island_counts": [1], "ranks_per_worker": 1, "num_workers": 1}
+    worker = WorkerSession(directory, MPI.COMM_SELF, MPI.COMM_SELF, 0, np.array([1]), settings, True, False)
+    worker.plan(None)
+    worker.begin(SearchSpace.of(limits), island_rank=0)
+    for params, loss, status in evaluations:
+        ind = Individual(params, limits)
+        ind.uid, ind.loss, ind.status = worker.mint_uid(), loss, status
+        ind.evaltime, ind.evalperiod = 1.0, 0.1
+        worker.started(ind)
+        worker.record(Record.EVALUATED, ind)
+    worker.close()
+
+
+def test_warm_start_takes_the_best_completed_configurations_of_a_checkpoint(tmp_path) -> None:
+    from propulate.utils import get_tpe_propagator, warm_start
+
+    limits = {"lr": Float(1e-4, 1e-1, log=True), "act": ("relu", "tanh"), "layers": (1, 8)}
+    evaluations = [
+        ({"lr": 1e-2, "act": "relu", "layers": 3}, 0.30, Status.COMPLETED),
+        ({"lr": 5e-2, "act": "tanh", "layers": 7}, 0.10, Status.COMPLETED),
+        ({"lr": 1e-3, "act": "relu", "layers": 2}, 0.05, Status.FAILED),  # never taken, whatever its loss
+        ({"lr": 2e-3, "act": "tanh", "layers": 1}, 0.20, Status.COMPLETED),
+        ({"lr": 1e-4, "act": "relu", "layers": 8}, 0.90, Status.COMPLETED),
+    ]
+    write_checkpoint(tmp_path, limits, evaluations)
+
+    best = warm_start(tmp_path, k=2)
+    assert [(p["lr"], p["act"], p["layers"]) for p in best] == [(5e-2, "tanh", 7), (2e-3, "tanh", 1)]
+    assert len(warm_start(tmp_path, k=50)) == 4  # fewer than k completed
+
+    # A new space: a parameter it lacks is dropped, a configuration outside it is skipped.
+    narrower = {"lr": Float(1e-3, 1e-1, log=True), "layers": (2, 8)}
+    assert warm_start(tmp_path, k=3, limits=narrower) == [
+        {"lr": 5e-2, "layers": 7},
+        {"lr": 1e-2, "layers": 3},
+    ]
+    # The configurations are evaluated first, as enqueued ones.
+    propagator = get_tpe_propagator(narrower, rng=3, enqueue=warm_start(tmp_path, k=2, limits=narrower))
+    firsts = [propagator([])[0] for _ in range(2)]
+    assert [(ind["lr"], ind["layers"]) for ind in firsts] == [(5e-2, 7), (1e-2, 3)]
+
+    with pytest.raises(ValueError, match="k"):
+        warm_start(tmp_path, k=0)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    write_checkpoint(empty, limits, [({"lr": 1e-3, "act": "relu", "layers": 2}, 0.5, Status.FAILED)])
+    with pytest.raises(ValueError, match="checkpoint_path: no completed evaluation"):
+        warm_start(empty)
