@@ -487,8 +487,9 @@ def regret_table(records: list[dict[str, Any]], budget: int) -> tuple[str, str]:
     problems = _ordered([r["problem"] for r in records], PROBLEMS)
     methods = _ordered([r["method"] for r in records], METHODS)
     regret: dict[tuple[str, str], dict[int, float]] = {}
-    for r in records:
-        regret.setdefault((r["problem"], r["method"]), {})[r["seed"]] = r[f"regret_{budget}"]
+    for r in records:  # files joined by --from may hold runs of other budgets: those say nothing here
+        if f"regret_{budget}" in r:
+            regret.setdefault((r["problem"], r["method"]), {})[r["seed"]] = r[f"regret_{budget}"]
     references = [m for m in REFERENCES if m in methods] if "propulate" in methods else []
     names = " / ".join(_label(m) for m in methods)
     header = "| problem | " + " | ".join(_label(m) for m in methods) + f" | mean rank ({names}) |"

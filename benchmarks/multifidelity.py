@@ -123,10 +123,10 @@ from typing import Any
 from propulate import Status
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from surrogate_savings import run_tutorial, tutorial_command
+from surrogate_savings import run_tutorial, tutorial_options
 
 METHODS = ("none", "static", "loglinear", "dynamic", "asha")
-# The tutorial's options that tutorial_command passes on and this benchmark leaves at their defaults.
+# The tutorial's options that tutorial_options passes on and this benchmark leaves at their defaults.
 TUTORIAL_DEFAULTS = {
     "ranks_per_worker": 1,
     "margin": None,
@@ -180,8 +180,8 @@ def measure(args: argparse.Namespace, method: str, seed: int, directory: Path) -
     """
     checkpoint = directory / f"{method}-seed{seed}"
     options = argparse.Namespace(**{**vars(args), **TUTORIAL_DEFAULTS, "seed": seed})
-    command = [*tutorial_command(options, method, checkpoint), "--eta", str(args.eta)]
-    job = run_tutorial(command, checkpoint, args.timeout, args.keep, stop_seconds=STOP_SECONDS)
+    tutorial = [*tutorial_options(options, method, checkpoint), "--eta", str(args.eta)]
+    job = run_tutorial(args.ranks, tutorial, checkpoint, args.timeout, args.keep, stop_seconds=STOP_SECONDS)
     evaluated = job.evaluated
     completed = [ind for ind in evaluated if ind.status is Status.COMPLETED]
     best = min(completed, key=lambda ind: ind.loss, default=None)

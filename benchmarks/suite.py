@@ -32,14 +32,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
+
+import mpijob
 
 HERE = Path(__file__).resolve().parent
 
@@ -47,49 +43,19 @@ HERE = Path(__file__).resolve().parent
 SCALING_GENERATIONS = {2: 5000, 4: 2000, 8: 800, 16: 300, 32: 150}
 
 
-def find_mpiexec() -> str:
-    """The ``mpiexec`` next to this interpreter (the PyPI MPI runtime), else the one on ``PATH``."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("mpiexec")
-    if found is None:
-        raise SystemExit(f"{Path(sys.argv[0]).name}: no mpiexec next to the interpreter or on PATH")
-    return found
-
-
 def run_mpi(script: Path, ranks: int, options: list[str], timeout: float) -> tuple[int, str, float]:
     """Run ``script`` with ``options`` under ``mpiexec -n ranks``; return exit status, output, wall seconds.
 
-    The benchmarks' drivers start their measurements this way: the repository first on ``PYTHONPATH``,
-    unbuffered output (stdout and stderr together), one thread per BLAS library, the job in a session of
-    its own. Past ``timeout`` seconds its process group is sent SIGTERM (``mpiexec`` passes it on to the
-    ranks), and SIGKILL 30 s later; the status is then -1 and the output ends with a line that says so.
+    The benchmarks' drivers start their measurements this way (:func:`mpijob.run`): the repository first on
+    ``PYTHONPATH``, unbuffered output (stdout and stderr together), one thread per BLAS library, the job in
+    a session of its own. Past ``timeout`` seconds the job is sent SIGTERM (``mpiexec`` passes it on to the
+    ranks), and its whole process tree is killed 30 s later; the status is then -1 and the output ends with
+    a line that says so.
     """
-    command = [find_mpiexec(), "-n", str(ranks), sys.executable, str(script), *options]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])),
-        "PYTHONUNBUFFERED": "1",
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-    }
-    start = time.perf_counter()
-    job = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
-    )
-    try:
-        output, _ = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGTERM)
-        try:
-            output, _ = job.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(job.pid, signal.SIGKILL)
-            output, _ = job.communicate()
-        return -1, output + f"\n(killed after {timeout:g} s)", time.perf_counter() - start
-    return job.returncode, output, time.perf_counter() - start
+    done = mpijob.run(script, ranks, options, timeout=timeout, grace=30.0, env=mpijob.ONE_BLAS_THREAD)
+    if done.timed_out:
+        return -1, done.output + f"\n(killed after {timeout:g} s)", done.seconds
+    return done.returncode, done.output, done.seconds
 
 
 def overhead(ranks: int, *options: str, timeout: float = 900.0) -> list[dict[str, Any]]:
@@ -100,17 +66,15 @@ def overhead(ranks: int, *options: str, timeout: float = 900.0) -> list[dict[str
     SystemExit
         If the run fails or takes longer than ``timeout`` seconds.
     """
-    command = [find_mpiexec(), "-n", str(ranks), sys.executable, str(HERE / "overhead.py"), *options]
     print(
         "$", " ".join(["mpiexec", "-n", str(ranks), "python", "benchmarks/overhead.py", *options]), flush=True
     )
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise SystemExit(f"suite.py: {' '.join(command)} took more than {timeout:.0f} s") from None
+    done = mpijob.run(HERE / "overhead.py", ranks, options, timeout=timeout, errors_apart=True)
+    if done.timed_out:
+        raise SystemExit(f"suite.py: {' '.join(done.command)} took more than {timeout:.0f} s")
     if done.returncode != 0:
-        raise SystemExit(f"suite.py: {' '.join(command)} failed:\n{done.stdout}\n{done.stderr}")
-    lines = [json.loads(text) for text in done.stdout.splitlines() if text.startswith("{")]
+        raise SystemExit(f"suite.py: {' '.join(done.command)} failed:\n{done.output}\n{done.errors}")
+    lines = [json.loads(text) for text in done.output.splitlines() if text.startswith("{")]
     for line in lines:
         print(json.dumps(line), flush=True)
     return lines

@@ -41,10 +41,8 @@ import math
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,7 +50,7 @@ from typing import Any
 from propulate import Individual, Status, load_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from suite import find_mpiexec
+import mpijob
 
 REPO = Path(__file__).resolve().parents[1]
 TUTORIAL = REPO / "tutorials" / "surrogate_example.py"
@@ -88,14 +86,9 @@ def parse_arguments() -> argparse.Namespace:
     return args
 
 
-def tutorial_command(args: argparse.Namespace, surrogate: str, checkpoint: Path) -> list[str]:
-    """Return the ``mpiexec`` command line of one run."""
-    command = [
-        find_mpiexec(),
-        "-n",
-        str(args.ranks),
-        sys.executable,
-        str(TUTORIAL),
+def tutorial_options(args: argparse.Namespace, surrogate: str, checkpoint: Path) -> list[str]:
+    """Return the tutorial's command-line options of one run."""
+    options = [
         "--surrogate",
         surrogate,
         "--checkpoint",
@@ -110,12 +103,12 @@ def tutorial_command(args: argparse.Namespace, surrogate: str, checkpoint: Path)
         str(args.seed),
     ]
     if args.data_root is not None:
-        command += ["--data-root", args.data_root]
+        options += ["--data-root", args.data_root]
     for name in PASSED_ON:
         value = getattr(args, name)
         if value is not None:
-            command += [f"--{name.replace('_', '-')}", str(value)]
-    return command
+            options += [f"--{name.replace('_', '-')}", str(value)]
+    return options
 
 
 @dataclass
@@ -130,48 +123,35 @@ class TutorialRun:
 
 
 def run_tutorial(
-    command: list[str], checkpoint: Path, timeout: float, keep: bool, stop_seconds: float | None = None
+    ranks: int, options: list[str], checkpoint: Path, timeout: float, keep: bool, stop_seconds: float = 120.0
 ) -> TutorialRun:
-    """Run the tutorial ``command`` writing to ``checkpoint``; read what it evaluated from the checkpoint.
+    """Run the tutorial with ``options`` on ``ranks`` ranks into ``checkpoint``; read what it evaluated.
 
-    Past ``timeout`` seconds the job is sent SIGTERM (``mpiexec`` passes it on to the ranks), and killed if it
-    has not ended ``stop_seconds`` later (``None``: waited for). With ``keep``, its output is saved as
-    ``output.txt`` in ``checkpoint``.
+    Past ``timeout`` seconds the job is sent SIGTERM (``mpiexec`` passes it on to the ranks), and killed with
+    all its processes if it has not ended ``stop_seconds`` later (:func:`mpijob.finish`). With ``keep``, its
+    output is saved as ``output.txt`` in ``checkpoint``.
 
     Raises
     ------
     SystemExit
         If the job fails, runs longer than ``timeout`` seconds or leaves no checkpoint.
     """
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-    }
     load_before = os.getloadavg()
     # The job's ranks are waited for by its launcher, so their CPU time ends up in this process's children's.
     cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    try:
-        output, _ = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        job.terminate()
-        try:
-            output, _ = job.communicate(timeout=stop_seconds)
-        except subprocess.TimeoutExpired:
-            job.kill()
-            output, _ = job.communicate()
-        sys.exit(f"{' '.join(command)} ran for more than {timeout} s:\n{output[-5000:]}")
-    seconds = time.perf_counter() - start
+    done = mpijob.run(TUTORIAL, ranks, options, timeout=timeout, grace=stop_seconds)
+    command, output, seconds = " ".join(done.command), done.output, done.seconds
+    if done.timed_out:
+        sys.exit(f"{command} ran for more than {timeout} s:\n{output[-5000:]}")
     cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if keep:
         checkpoint.mkdir(parents=True, exist_ok=True)
         (checkpoint / "output.txt").write_text(output)
-    if job.returncode != 0:
-        sys.exit(f"{' '.join(command)} exited with {job.returncode}:\n{output[-5000:]}")
+    if done.returncode != 0:
+        sys.exit(f"{command} exited with {done.returncode}:\n{output[-5000:]}")
     loaded = load_checkpoint(checkpoint)
     if loaded is None:
-        sys.exit(f"{' '.join(command)} left no checkpoint in {checkpoint}")
+        sys.exit(f"{command} left no checkpoint in {checkpoint}")
     # Unique uids; a migrated or pollinated copy has a uid of its own and migration_steps > 0.
     evaluated = list({ind.uid: ind for ind in loaded.population if ind.migration_steps == 0}.values())
     cpu_seconds = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
@@ -181,7 +161,9 @@ def run_tutorial(
 def run(args: argparse.Namespace, surrogate: str, directory: Path) -> tuple[dict[str, Any], list[Individual]]:
     """Run the tutorial once; return its figures and the individuals it evaluated."""
     checkpoint = directory / f"checkpoint_{surrogate}"
-    job = run_tutorial(tutorial_command(args, surrogate, checkpoint), checkpoint, args.timeout, args.keep)
+    job = run_tutorial(
+        args.ranks, tutorial_options(args, surrogate, checkpoint), checkpoint, args.timeout, args.keep
+    )
     evaluated = job.evaluated
     completed_inds = [ind for ind in evaluated if ind.status is Status.COMPLETED]
     best = min(completed_inds, key=lambda ind: ind.loss, default=None)

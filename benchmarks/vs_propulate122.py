@@ -96,17 +96,15 @@ import argparse
 import bisect
 import json
 import math
-import os
 import random
-import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import mpijob
 
 FUNCTIONS = ("sphere", "rosenbrock", "rastrigin", "griewank", "schwefel", "step", "quartic")
 PACKAGES = ("propulate", "1.2.2")
@@ -273,16 +271,12 @@ def worker(args: argparse.Namespace) -> None:
 # ------------------------------------------------------------------------------------------------- driver
 
 
-def _environment(venv: Path) -> tuple[str, str]:
-    """Return the interpreter and the ``mpiexec`` of a virtual environment (its own ``mpiexec`` if any)."""
+def _interpreter(venv: Path) -> Path:
+    """Return a virtual environment's interpreter (:mod:`mpijob` starts it with that venv's ``mpiexec``)."""
     python = venv / "bin" / "python"
     if not python.exists():
         raise SystemExit(f"no interpreter at {python}; see the set-up in this script's docstring")
-    mpiexec = venv / "bin" / "mpiexec"
-    found = str(mpiexec) if mpiexec.exists() else shutil.which("mpiexec")
-    if found is None:
-        raise SystemExit(f"no mpiexec in {venv / 'bin'} nor on PATH")
-    return str(python), found
+    return python
 
 
 def launch(package: str, venv: Path, job: dict[str, Any], timeout: float) -> dict[str, Any]:
@@ -291,48 +285,38 @@ def launch(package: str, venv: Path, job: dict[str, Any], timeout: float) -> dic
     A job that fails or runs over ``timeout`` seconds gives ``job`` with an ``error`` (and the tail of the
     job's standard error) instead.
     """
-    python, mpiexec = _environment(venv)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    python = _interpreter(venv)
     with tempfile.TemporaryDirectory(prefix="vs-propulate122-") as scratch:
-        command = [mpiexec, "-n", str(job["ranks"]), python, str(Path(__file__).resolve()), "--worker"]
-        command += ["--package", package, "--function", job["function"], "--cost", repr(job["cost"])]
-        command += ["--seed", str(job["seed"]), "--generations", str(job["generations"])]
-        command += ["--pop-size", str(job["pop_size"]), "--quartic", job["quartic"] or "common"]
-        command += ["--propagator", job["propagator"]]
-        command += ["--checkpoint", str(Path(scratch) / "checkpoint")]
-        start = time.perf_counter()
-        # In a session of its own, so that a job that runs over is ended with all its processes.
-        process = subprocess.Popen(
-            command,
+        options = ["--worker", "--package", package, "--function", job["function"]]
+        options += ["--cost", repr(job["cost"]), "--seed", str(job["seed"])]
+        options += ["--generations", str(job["generations"])]
+        options += ["--pop-size", str(job["pop_size"]), "--quartic", job["quartic"] or "common"]
+        options += ["--propagator", job["propagator"]]
+        options += ["--checkpoint", str(Path(scratch) / "checkpoint")]
+        # The package's interpreter imports its own propulate: the repository stays off PYTHONPATH.
+        done = mpijob.run(
+            Path(__file__).resolve(),
+            job["ranks"],
+            options,
+            timeout=timeout,
+            grace=10.0,
+            python=python,
+            repo_on_path=False,
+            env=mpijob.ONE_BLAS_THREAD,
             cwd=scratch,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
+            errors_apart=True,
         )
-        try:
-            stdout, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                try:
-                    os.killpg(process.pid, sig)
-                    process.wait(timeout=10)
-                    break
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    continue
-            stdout, stderr = process.communicate()
-            return {**job, "error": f"timed out after {timeout:g} s", "stderr": stderr[-2000:]}
-        lines = [line for line in stdout.splitlines() if line.startswith("{")]
-        if process.returncode != 0 or not lines:
-            error = f"exit status {process.returncode}" if process.returncode else "no result line"
-            return {**job, "error": error, "stderr": stderr[-2000:]}
-        result = json.loads(lines[-1])
-        result["launch_seconds"] = time.perf_counter() - start
-        if (result["version"] == "1.2.2") != (package == "1.2.2"):
-            return {**job, "error": f"{venv} runs propulate {result['version']} from {result['module']}"}
-        return result
+    if done.timed_out:
+        return {**job, "error": f"timed out after {timeout:g} s", "stderr": done.errors[-2000:]}
+    lines = [line for line in done.output.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        error = f"exit status {done.returncode}" if done.returncode else "no result line"
+        return {**job, "error": error, "stderr": done.errors[-2000:]}
+    result = json.loads(lines[-1])
+    result["launch_seconds"] = done.seconds
+    if (result["version"] == "1.2.2") != (package == "1.2.2"):
+        return {**job, "error": f"{venv} runs propulate {result['version']} from {result['module']}"}
+    return result
 
 
 def _key(result: dict[str, Any]) -> tuple[Any, ...]:

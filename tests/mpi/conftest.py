@@ -1,83 +1,66 @@
-"""Launch MPI test programs under ``mpiexec`` with a hard timeout.
+"""Launch MPI test programs under ``mpiexec`` with a hard timeout; mark every test of this folder ``mpi``.
 
-Each test in this folder starts a small program from ``tests/mpi/programs`` under ``mpiexec -n N``. The
-program makes its own collective assertions and exits non-zero on failure; a hang is killed after
+Each test in this folder starts a small program from ``tests/mpi/programs`` under ``mpiexec -n N`` through
+``benchmarks/mpijob.py``, the launcher the benchmarks use too. The program makes its own collective
+assertions and exits non-zero on failure; a hang is killed with the job's whole process tree after
 ``timeout`` seconds and fails the test instead of stalling CI.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
+import json
+import re
 import subprocess
-import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
 
-PROGRAMS = Path(__file__).parent / "programs"
-REPO = Path(__file__).resolve().parents[2]
+from benchmarks import mpijob
+from benchmarks.mpijob import kill_job
+
+__all__ = ["PROGRAMS", "REPO", "Cases", "find_mpiexec", "finish_job", "kill_job", "launch", "start_job"]
+
+HERE = Path(__file__).parent
+PROGRAMS = HERE / "programs"
+REPO = mpijob.REPO
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``mpi`` every test collected from this folder (``-m "not mpi"`` leaves them out)."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.mpi)
 
 
 def find_mpiexec() -> str:
-    """Prefer the ``mpiexec`` next to the running interpreter (the PyPI MPI runtime)."""
-    beside = Path(sys.executable).parent / "mpiexec"
-    if beside.exists():
-        return str(beside)
-    found = shutil.which("mpiexec")
-    if found is None:
-        pytest.skip("no mpiexec on PATH")
-    return found
+    """Return the jobs' ``mpiexec`` (next to the running interpreter, else on ``PATH``); skip if none."""
+    try:
+        return mpijob.find_mpiexec()
+    except FileNotFoundError as missing:
+        pytest.skip(str(missing))
 
 
-def descendants(pid: int) -> list[int]:
-    """Return the pids of every process below ``pid``, deepest first.
-
-    Hydra's proxies and the ranks each start a session of their own, so killing the launcher's process
-    group or session does not reach them.
-    """
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(parent, []).append(int(entry))
-    found: list[int] = []
-    stack = [pid]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
-    return found[::-1]
+def start_job(
+    program: str | Path,
+    n: int,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+    capture: bool = True,
+) -> subprocess.Popen[str]:
+    """Start ``program`` (a path relative to ``programs/``, or absolute) on ``n`` ranks in the background."""
+    find_mpiexec()
+    return mpijob.start(PROGRAMS / program, n, args, env=env, cwd=cwd, capture=capture)
 
 
-def kill_job(proc: subprocess.Popen) -> None:
-    """SIGKILL a launched job: the ranks, their proxies and the launcher, as a node failure would.
-
-    The processes are stopped first, parents before children, until no new one appears: a process forked
-    after the tree was listed would otherwise escape, reparented away from the tree by its parent's death.
-    """
-    stopped: list[int] = []
-    while True:
-        new = [pid for pid in [proc.pid, *descendants(proc.pid)[::-1]] if pid not in stopped]
-        if not new:
-            break
-        for pid in new:
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except ProcessLookupError:
-                pass
-            stopped.append(pid)
-    for pid in stopped[::-1]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+def finish_job(job: subprocess.Popen[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Wait for a started job; fail the test, after killing the job's tree, past ``timeout`` seconds."""
+    done = mpijob.finish(job, timeout)
+    if done.timed_out:
+        command = " ".join(done.command)
+        pytest.fail(f"{command} hung for more than {timeout} s; output:\n{done.output[-5000:]}")
+    return subprocess.CompletedProcess(done.command, done.returncode, done.output, "")
 
 
 def launch(
@@ -88,28 +71,68 @@ def launch(
     env: dict[str, str] | None = None,
     cwd: str | Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``program`` on ``n`` ranks; kill the whole process group after ``timeout`` seconds."""
-    path = Path(program)
-    if not path.is_absolute():
-        path = PROGRAMS / path
-    full_env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", **(env or {})}
-    cmd = [find_mpiexec(), "-n", str(n), sys.executable, str(path), *args]
-    proc = subprocess.Popen(
-        cmd,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        start_new_session=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_job(proc)
-        out, _ = proc.communicate()
-        pytest.fail(f"{' '.join(cmd)} hung for more than {timeout} s; output:\n{out[-5000:]}")
-    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+    """Run ``program`` on ``n`` ranks to its end; fail the test if it runs past ``timeout`` seconds."""
+    return finish_job(start_job(program, n, *args, env=env, cwd=cwd), timeout)
+
+
+#: The most seconds a launch of several cases may take: below pytest-timeout's 600 s per test (pyproject), so
+#: that a hung launch is killed here, with its process tree, and fails its cases, rather than left running.
+LONGEST_LAUNCH = 500.0
+
+
+class Cases:
+    """Several cases of one program, run one after the other in one launch per rank count (``_cases.py``).
+
+    ``cases`` maps a case's name to its rank count and the program's arguments, in which ``{tmp}`` stands for
+    ``directory``. The first test that asks for a case launches every case of its rank count, in the order
+    given (so a case may resume what an earlier one wrote); the others read their output from that launch.
+    The launch may take ``timeout`` seconds per case it runs, plus a minute, at most ``LONGEST_LAUNCH``. A
+    case's output holds rank 0's lines from its start to the next case's (another rank's line may stray into
+    the next case). A case's exit code is 0 once the next case began, else the launch's: a case that fails
+    stops the ones after it, which report that they did not run.
+    """
+
+    def __init__(
+        self,
+        program: str,
+        cases: Mapping[str, tuple[int, Sequence[str]]],
+        directory: Path,
+        timeout: float,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.program = program
+        self.cases = {
+            name: (ranks, [arg.replace("{tmp}", str(directory)) for arg in args])
+            for name, (ranks, args) in cases.items()
+        }
+        self.timeout = timeout
+        self.env = env
+        self._launches: dict[int, mpijob.Finished] = {}
+
+    def __call__(self, name: str) -> subprocess.CompletedProcess[str]:
+        """Return the output of case ``name``, launching its rank count's cases if not done yet.
+
+        Fails the test if that launch ran past its timeout (once, for all of its cases).
+        """
+        ranks, _ = self.cases[name]
+        if ranks not in self._launches:
+            batch = {case: args for case, (n, args) in self.cases.items() if n == ranks}
+            job = start_job("_cases.py", ranks, str(PROGRAMS / self.program), json.dumps(batch), env=self.env)
+            limit = min(60.0 + self.timeout * len(batch), LONGEST_LAUNCH)
+            self._launches[ranks] = mpijob.finish(job, limit)
+        done = self._launches[ranks]
+        if done.timed_out:
+            command = " ".join(done.command)
+            pytest.fail(f"{command} hung, killed after {done.seconds:.0f} s; output:\n{done.output[-5000:]}")
+        parts = re.split(r"CASE (\S+)\n", done.output)
+        names = parts[1::2]
+        if name not in names:
+            output = f"case {name} did not run; the launch's output:\n{done.output}"
+            return subprocess.CompletedProcess(done.command, done.returncode or 1, output, "")
+        index = names.index(name)
+        # Every rank ended a case before rank 0 announced the next one.
+        returncode = 0 if index + 1 < len(names) else done.returncode
+        return subprocess.CompletedProcess(done.command, returncode, parts[2 + 2 * index], "")
 
 
 @pytest.fixture

@@ -12,11 +12,50 @@ import json
 
 import pytest
 
+from .conftest import Cases
+
 GENERATIONS = 10
+SINGLE = [(1, 1, 1), (2, 1, 1), (4, 1, 1), (4, 2, 1), (4, 1, 3), (4, 2, 2)]
+ISLANDS = [(2, 1), (4, 1), (4, 2)]
+# Exchange between islands: none, migration or pollination, at every generation of a one-worker island.
+EXCHANGES = {
+    "isolated": (),
+    "migration": ("--migration-prob", "1"),
+    "pollination": ("--migration-prob", "1", "--pollination"),
+}
 
 
-def run(mpirun, tmp_path, n, *args, timeout=120.0):
-    out = mpirun("asha_run.py", n, "--checkpoint", str(tmp_path / "ckpt"), *args, timeout=timeout)
+def checkpoint(name: str) -> list[str]:
+    return ["--checkpoint", f"{{tmp}}/{name}"]
+
+
+CASES: dict[str, tuple[int, list[str]]] = {}
+for n, ranks_per_worker, brackets in SINGLE:
+    name = f"single-{n}-{ranks_per_worker}-{brackets}"
+    args = ["--ranks-per-worker", str(ranks_per_worker), "--brackets", str(brackets)]
+    CASES[name] = (n, [*checkpoint(name), *args])
+for ranks_per_worker in (1, 2):
+    # The three runs of one resume test, in order, on one checkpoint.
+    args = [*checkpoint(f"resume-{ranks_per_worker}"), "--ranks-per-worker", str(ranks_per_worker)]
+    CASES[f"resume-{ranks_per_worker}-first"] = (4, args)
+    CASES[f"resume-{ranks_per_worker}-again"] = (4, args)
+    CASES[f"resume-{ranks_per_worker}-longer"] = (4, [*args, "--generations", "14"])
+for n, ranks_per_worker in ISLANDS:
+    for exchange, extra in EXCHANGES.items():
+        name = f"islands-{n}-{ranks_per_worker}-{exchange}"
+        args = ["--num-islands", "2", "--ranks-per-worker", str(ranks_per_worker), *extra]
+        CASES[name] = (n, [*checkpoint(name), *args])
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> Cases:
+    """Every case above, in one launch per rank count (3 launches instead of 21)."""
+    return Cases("asha_run.py", CASES, tmp_path_factory.mktemp("asha"), timeout=120)
+
+
+def run(cases: Cases, name: str) -> dict:
+    out = cases(name)
+    assert out.returncode == 0, f"exit code {out.returncode}; output:\n{out.stdout[-8000:]}"
     line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
     return json.loads(line[len("RESULT ") :])
 
@@ -29,13 +68,9 @@ def check_island(result, workers):
     assert result["decisions_agree"], "workers see different outcomes for the same individual"
 
 
-@pytest.mark.parametrize(
-    ("n", "ranks_per_worker", "brackets"), [(1, 1, 1), (2, 1, 1), (4, 1, 1), (4, 2, 1), (4, 1, 3), (4, 2, 2)]
-)
-def test_rung_decisions_agree_across_the_island(mpirun, tmp_path, n, ranks_per_worker, brackets):
-    result = run(
-        mpirun, tmp_path, n, "--ranks-per-worker", str(ranks_per_worker), "--brackets", str(brackets)
-    )
+@pytest.mark.parametrize(("n", "ranks_per_worker", "brackets"), SINGLE)
+def test_rung_decisions_agree_across_the_island(cases, n, ranks_per_worker, brackets):
+    result = run(cases, f"single-{n}-{ranks_per_worker}-{brackets}")
     workers = n // ranks_per_worker
     check_island(result, workers)
     assert result["evaluations"] == workers * GENERATIONS
@@ -49,36 +84,27 @@ def test_rung_decisions_agree_across_the_island(mpirun, tmp_path, n, ranks_per_w
 
 
 @pytest.mark.parametrize("ranks_per_worker", [1, 2])
-def test_rung_records_are_rebuilt_on_resume(mpirun, tmp_path, ranks_per_worker):
-    first = run(mpirun, tmp_path, 4, "--ranks-per-worker", str(ranks_per_worker))
+def test_rung_records_are_rebuilt_on_resume(cases, ranks_per_worker):
+    first = run(cases, f"resume-{ranks_per_worker}-first")
     workers = 4 // ranks_per_worker
     check_island(first, workers)
     # Nothing left to evaluate: the records come from the checkpoint alone.
-    again = run(mpirun, tmp_path, 4, "--ranks-per-worker", str(ranks_per_worker))
+    again = run(cases, f"resume-{ranks_per_worker}-again")
     check_island(again, workers)
     assert again["records_digest"] == first["records_digest"]
     assert again["status"] == first["status"]
     # A longer run decides from the rebuilt records and goes on sharing.
-    longer = run(mpirun, tmp_path, 4, "--ranks-per-worker", str(ranks_per_worker), "--generations", "14")
+    longer = run(cases, f"resume-{ranks_per_worker}-longer")
     check_island(longer, workers)
     assert longer["logged_decisions_consistent"]
     assert longer["evaluations"] == workers * 14
     assert longer["status"]["PRUNED"] >= first["status"]["PRUNED"]
 
 
-# Exchange between islands: none, migration or pollination, at every generation of a one-worker island.
-EXCHANGES = {
-    "isolated": (),
-    "migration": ("--migration-prob", "1"),
-    "pollination": ("--migration-prob", "1", "--pollination"),
-}
-
-
 @pytest.mark.parametrize("exchange", list(EXCHANGES))
-@pytest.mark.parametrize(("n", "ranks_per_worker"), [(2, 1), (4, 1), (4, 2)])
-def test_each_island_keeps_the_records_of_its_population(mpirun, tmp_path, n, ranks_per_worker, exchange):
-    args = ("--num-islands", "2", "--ranks-per-worker", str(ranks_per_worker), *EXCHANGES[exchange])
-    result = run(mpirun, tmp_path, n, *args)
+@pytest.mark.parametrize(("n", "ranks_per_worker"), ISLANDS)
+def test_each_island_keeps_the_records_of_its_population(cases, n, ranks_per_worker, exchange):
+    result = run(cases, f"islands-{n}-{ranks_per_worker}-{exchange}")
     workers = n // ranks_per_worker
     assert result["workers"] == workers
     assert result["problems"] == []

@@ -10,8 +10,6 @@ import pytest
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.mpi
-
 BENCHMARKS = REPO / "benchmarks"
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,9 +15,7 @@ import pytest
 from propulate.checkpoint import load_checkpoint
 from propulate.individual import Status
 
-from .conftest import PROGRAMS, REPO, find_mpiexec, kill_job
-
-pytestmark = pytest.mark.mpi
+from .conftest import REPO, finish_job, kill_job, start_job
 
 
 def session(mpirun, directory: Path, ranks: int, generations: int, *extra: str) -> dict:
@@ -184,16 +181,8 @@ def test_kill_minus_nine_at_scripted_moments(tmp_path):
         target = done + per_session if runs_to_end else 100_000
         before_files, before_logged = session_files(tmp_path), len(logged_evaluations(tmp_path))
         expected = ranks * per_session
-        cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(PROGRAMS / "resume.py")]
-        cmd += ["--checkpoint", str(tmp_path), "--generations", str(target), "--num-islands", "2"]
-        cmd += ["--sleep", "0.01"]
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            start_new_session=True,
-        )
+        args = ["--checkpoint", str(tmp_path), "--generations", str(target), "--num-islands", "2"]
+        proc = start_job("resume.py", ranks, *args, "--sleep", "0.01", capture=False)
         try:
             deadline = time.time() + 60
 
@@ -221,12 +210,9 @@ def test_kill_minus_nine_at_scripted_moments(tmp_path):
     checkpoint = load_checkpoint(tmp_path)
     assert checkpoint is not None
     target = max(info.generation_end for info in checkpoint.writers.values()) + 2
-    proc = subprocess.run(
-        [find_mpiexec(), "-n", str(ranks), sys.executable, str(PROGRAMS / "resume.py"), "--checkpoint",
-         str(tmp_path), "--generations", str(target), "--num-islands", "2"],
-        capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    args = ["--checkpoint", str(tmp_path), "--generations", str(target), "--num-islands", "2"]
+    proc = finish_job(start_job("resume.py", ranks, *args), 120)
+    assert proc.returncode == 0, proc.stdout[-3000:]
     result = json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("RESULT "))[7:])
     assert result["counters"] == [target] * ranks
     individuals = bred(tmp_path)

@@ -24,8 +24,6 @@ from propulate.report import checkpoint_dataframe, load_dataframe, read_checkpoi
 
 from .conftest import REPO, launch
 
-pytestmark = pytest.mark.mpi
-
 GENERATIONS = 12
 WORKERS = 4
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

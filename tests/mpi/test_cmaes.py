@@ -25,8 +25,6 @@ import pytest
 from propulate.individual import Status
 from propulate.propagators.cmaes import ActiveCMA, CMAPropagator
 
-pytestmark = pytest.mark.mpi
-
 EVALUATIONS = 6000
 SLEEP = "0.002"
 

@@ -42,7 +42,7 @@ SECTION_CONTENTS = """() => [...document.querySelectorAll("section[id]")].map(se
     text: section.innerText,
 }))"""
 
-pytestmark = [pytest.mark.mpi, pytest.mark.torch]
+pytestmark = pytest.mark.torch
 
 
 @pytest.mark.parametrize(

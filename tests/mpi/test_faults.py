@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,9 +14,7 @@ import pytest
 
 from propulate import Status, load_checkpoint
 
-from .conftest import PROGRAMS, REPO, find_mpiexec, kill_job
-
-pytestmark = pytest.mark.mpi
+from .conftest import kill_job, start_job
 
 
 def result_of(output: str) -> dict:
@@ -114,10 +110,8 @@ def test_a_setup_refused_by_a_helper_stops_the_run(mpilaunch, tmp_path, ranks):
 
 
 def launch_background(directory: Path, ranks: int, *extra: str) -> subprocess.Popen:
-    cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(PROGRAMS / "faults.py"), "--mode", "sleep"]
-    cmd += ["--checkpoint", str(directory), "--generations", "-1", *extra]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    args = ["--mode", "sleep", "--checkpoint", str(directory), "--generations", "-1", *extra]
+    return start_job("faults.py", ranks, *args)
 
 
 def stop_with_sigterm(

@@ -18,49 +18,67 @@ from propulate.population import MEMORY_LIMIT, memory_limit
 from propulate.utils import get_default_propagator
 from propulate.utils.benchmark_functions import get_function_search_space
 
+from .conftest import Cases
 
-def run_release(mpirun, ranks: int, limit: int, *args: str) -> str:
+LIMIT = 100
+ONE_ISLAND = [1, 2, 4, 8]
+RESUMED = [1, 4]
+
+# Every case at PROPULATE_MEMORY_LIMIT=100: one launch per rank count. The run under a larger limit needs
+# another environment, so it keeps a launch of its own.
+CASES: dict[str, tuple[int, list[str]]] = {}
+for ranks in ONE_ISLAND:
+    CASES[f"one-island-{ranks}"] = (ranks, ["--generations", str(1200 // ranks), "--expect-release"])
+for ranks in RESUMED:
+    args = ["--generations", str(600 // ranks), "--resume", "--expect-release"]
+    CASES[f"resumed-{ranks}"] = (ranks, args)
+args = ["--generations", "300", "--ranks-per-worker", "2", "--resume", "--expect-release"]
+CASES["two-rank-workers"] = (4, args)
+# An immigrant deactivates the worst individual, which may be one released: nothing is released.
+CASES["pollination"] = (4, ["--generations", "150", "--num-islands", "2"])
+for case, (ranks, args) in CASES.items():
+    CASES[case] = (ranks, ["--limit", str(LIMIT), *args])
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> Cases:
+    """The cases above, in one launch per rank count (4 launches instead of 8)."""
+    env = {"PROPULATE_MEMORY_LIMIT": str(LIMIT)}
+    return Cases("memory_release.py", CASES, tmp_path_factory.mktemp("memory"), timeout=180, env=env)
+
+
+def check(out) -> None:
+    assert out.returncode == 0, f"exit code {out.returncode}; output:\n{out.stdout[-8000:]}"
+    assert "OK" in out.stdout, out.stdout[-4000:]
+
+
+@pytest.mark.parametrize("ranks", ONE_ISLAND)
+def test_one_island_releases_past_its_limit_and_loses_nothing(cases, ranks):
+    check(cases(f"one-island-{ranks}"))
+
+
+@pytest.mark.parametrize("ranks", RESUMED)
+def test_a_resumed_population_above_the_limit_is_released_as_it_is_taken_in(cases, ranks):
+    check(cases(f"resumed-{ranks}"))
+
+
+def test_workers_of_two_ranks_hand_the_released_store_to_their_other_rank(cases):
+    check(cases("two-rank-workers"))
+
+
+def test_islands_with_pollination_keep_everything(cases):
+    check(cases("pollination"))
+
+
+def test_a_run_under_its_limit_releases_nothing(mpirun):
     out = mpirun(
         "memory_release.py",
-        ranks,
-        "--limit",
-        str(limit),
-        *args,
+        2,
+        *("--limit", "5000", "--generations", "300"),
         timeout=180,
-        env={"PROPULATE_MEMORY_LIMIT": str(limit)},
+        env={"PROPULATE_MEMORY_LIMIT": "5000"},
     )
-    assert "OK" in out.stdout, out.stdout[-4000:]
-    return out.stdout
-
-
-@pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 2, 4, 8])
-def test_one_island_releases_past_its_limit_and_loses_nothing(mpirun, ranks):
-    generations = str(1200 // ranks)
-    run_release(mpirun, ranks, 100, "--generations", generations, "--expect-release")
-
-
-@pytest.mark.mpi
-@pytest.mark.parametrize("ranks", [1, 4])
-def test_a_resumed_population_above_the_limit_is_released_as_it_is_taken_in(mpirun, ranks):
-    run_release(mpirun, ranks, 100, "--generations", str(600 // ranks), "--resume", "--expect-release")
-
-
-@pytest.mark.mpi
-def test_workers_of_two_ranks_hand_the_released_store_to_their_other_rank(mpirun):
-    args = ["--generations", "300", "--ranks-per-worker", "2", "--resume", "--expect-release"]
-    run_release(mpirun, 4, 100, *args)
-
-
-@pytest.mark.mpi
-def test_islands_with_pollination_keep_everything(mpirun):
-    # An immigrant deactivates the worst individual, which may be one released: nothing is released.
-    run_release(mpirun, 4, 100, "--generations", "150", "--num-islands", "2")
-
-
-@pytest.mark.mpi
-def test_a_run_under_its_limit_releases_nothing(mpirun):
-    run_release(mpirun, 2, 5000, "--generations", "300")
+    check(out)
 
 
 def _serial_run(directory, limit: int, monkeypatch) -> tuple[list[tuple], Propulator]:

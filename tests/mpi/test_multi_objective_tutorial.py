@@ -17,7 +17,7 @@ import pytest
 
 from .conftest import REPO
 
-pytestmark = [pytest.mark.mpi, pytest.mark.torch]
+pytestmark = pytest.mark.torch
 
 GENERATIONS = 3
 #: The table the first rank prints: a header with the count, then one row per network of the front.

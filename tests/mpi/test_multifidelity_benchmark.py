@@ -15,7 +15,7 @@ import pytest
 
 from .conftest import REPO, kill_job
 
-pytestmark = [pytest.mark.mpi, pytest.mark.torch]
+pytestmark = pytest.mark.torch
 
 RANKS, GENERATIONS, EPOCHS = 2, 2, 3
 

@@ -1,6 +1,6 @@
 """ParallelNelderMead under Propulator and Islands: convergence, one serial trajectory, resume, migration.
 
-Each launch runs ``programs/nm_run.py``, which checks collectively that every individual lies inside the
+Each case runs ``programs/nm_run.py``, which checks collectively that every individual lies inside the
 limits, that every worker of an island holds the same population, that the island evaluated ``generations``
 times its workers individuals, that all workers of an island hold the same state of the serial Nelder–Mead
 method, and that this state is one the serial method reaches when it runs alone (so the parallel run, a
@@ -37,7 +37,7 @@ import math
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+from .conftest import Cases
 
 #: Serial steps the replicas must make per generation of a worker, at least. Worker 0 evaluates the point
 #: the serial method needs next, so an idle machine gives about one step per generation or more (the table
@@ -47,23 +47,19 @@ pytestmark = pytest.mark.mpi
 STEP_SHARE = 0.8
 
 
-def nm_run(mpirun, ranks: int, *args: str, timeout: float = 120.0) -> dict:
-    out = mpirun("nm_run.py", ranks, *args, timeout=timeout)
-    line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT ") :])
+CONVERGENCE = [
+    ("sphere", 2, 100, 1.0, 1e-10),
+    ("rosenbrock", 2, 200, 1.0, 1e-10),
+    ("sphere", 10, 500, 1.0, 1e-4),
+    ("rosenbrock", 10, 2500, 0.25, 1.0),
+]
+# Resumed onto 2 ranks, the 600 generations done count 300 per worker: 450 means 150 more each.
+RESUMED = [(4, 300), (2, 450)]
+ISLANDS = [(ranks, exchange) for ranks in (4, 8) for exchange in ("migration", "pollination")]
 
 
-@pytest.mark.parametrize(
-    ("function", "dim", "generations", "scale", "threshold"),
-    [
-        ("sphere", 2, 100, 1.0, 1e-10),
-        ("rosenbrock", 2, 200, 1.0, 1e-10),
-        ("sphere", 10, 500, 1.0, 1e-4),
-        ("rosenbrock", 10, 2500, 0.25, 1.0),
-    ],
-)
-def test_converges_with_4_ranks(mpirun, function, dim, generations, scale, threshold):
-    args = [
+def convergence_args(function: str, dim: int, generations: int, scale: float) -> list[str]:
+    return [
         "--function",
         function,
         "--dim",
@@ -73,28 +69,58 @@ def test_converges_with_4_ranks(mpirun, function, dim, generations, scale, thres
         "--scale",
         str(scale),
     ]
-    result = nm_run(mpirun, 4, *args)
+
+
+CASES: dict[str, tuple[int, list[str]]] = {}
+for function, dim, generations, scale, _ in CONVERGENCE:
+    CASES[f"converge-{function}-{dim}"] = (4, convergence_args(function, dim, generations, scale))
+for ranks, generations in RESUMED:
+    # The first session on 4 ranks, then the resumed one, on one checkpoint and in that order.
+    args = ["--function", "sphere", "--dim", "10", "--checkpoint", f"{{tmp}}/resume-{ranks}"]
+    CASES[f"resume-{ranks}-first"] = (4, [*args, "--generations", "150"])
+    CASES[f"resume-{ranks}-second"] = (ranks, [*args, "--generations", str(generations)])
+for ranks, exchange in ISLANDS:
+    args = ["--function", "rosenbrock", "--generations", "200", "--num-islands", "2"]
+    args += ["--migration-probability", "0.3", *(["--pollination"] if exchange == "pollination" else [])]
+    CASES[f"islands-{ranks}-{exchange}"] = (ranks, args)
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> Cases:
+    """The cases above, in one launch per rank count (3 launches instead of 12)."""
+    return Cases("nm_run.py", CASES, tmp_path_factory.mktemp("nm"), timeout=120)
+
+
+def result_of(output: str) -> dict:
+    line = next(line for line in output.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT ") :])
+
+
+def nm_run(cases: Cases, name: str) -> dict:
+    out = cases(name)
+    assert out.returncode == 0, f"exit code {out.returncode}; output:\n{out.stdout[-8000:]}"
+    return result_of(out.stdout)
+
+
+@pytest.mark.parametrize(("function", "dim", "generations", "scale", "threshold"), CONVERGENCE)
+def test_converges_with_4_ranks(cases, mpirun, function, dim, generations, scale, threshold):
+    result = nm_run(cases, f"converge-{function}-{dim}")
     assert result["n"] == 4 * generations, result
     steps = math.ceil(STEP_SHARE * generations)
     if result["serial_steps"] < steps or result["best"] >= threshold:
         # How far the replicas get depends on the order in which results arrive, which the load of the whole
         # test suite changes (one launch of many in CI was a step short). One more launch must make it.
-        result = nm_run(mpirun, 4, *args)
+        args = convergence_args(function, dim, generations, scale)
+        result = result_of(mpirun("nm_run.py", 4, *args, timeout=120).stdout)
         assert result["n"] == 4 * generations, result
     assert result["serial_steps"] >= steps, result
     assert result["best"] < threshold, result
 
 
-@pytest.mark.parametrize(
-    ("ranks", "generations"),
-    # Resumed onto 2 ranks, the 600 generations done count 300 per worker: 450 means 150 more each.
-    [(4, 300), (2, 450)],
-    ids=["same layout", "2 ranks after 4"],
-)
-def test_resume_continues_the_trajectory(mpirun, tmp_path, ranks, generations):
-    args = ["--function", "sphere", "--dim", "10", "--checkpoint", str(tmp_path)]
-    first = nm_run(mpirun, 4, *args, "--generations", "150")
-    second = nm_run(mpirun, ranks, *args, "--generations", str(generations))
+@pytest.mark.parametrize(("ranks", "generations"), RESUMED, ids=["same layout", "2 ranks after 4"])
+def test_resume_continues_the_trajectory(cases, ranks, generations):
+    first = nm_run(cases, f"resume-{ranks}-first")
+    second = nm_run(cases, f"resume-{ranks}-second")
     # nm_run.py asserted that both sessions' replicas lie on the serial trajectory, the second one
     # restored from the saved state (same layout) or replayed from the population (another layout).
     assert second["n"] == first["n"] + 150 * ranks, (first, second)
@@ -102,9 +128,8 @@ def test_resume_continues_the_trajectory(mpirun, tmp_path, ranks, generations):
     assert second["best"] <= first["best"], (first, second)
 
 
-@pytest.mark.parametrize("pollination", [False, True], ids=["migration", "pollination"])
-@pytest.mark.parametrize("ranks", [4, 8])
-def test_two_islands_exchanging_individuals(mpirun, ranks, pollination):
+@pytest.mark.parametrize(("ranks", "exchange"), ISLANDS)
+def test_two_islands_exchanging_individuals(cases, ranks, exchange):
     """Two islands of 2 or 4 workers, 30 % emigration, 2-D Rosenbrock from (-1.2, 1), 200 generations.
 
     The default emigrant is a worker's best individual, often the newest vertex of its simplex. Before the
@@ -122,9 +147,7 @@ def test_two_islands_exchanging_individuals(mpirun, ranks, pollination):
     (worst 9.9e-17) with migration, 8.6e-18 (2.5e-16) with pollination; 8 ranks 2.9e-22 (1.4e-20) and
     7.5e-23 (3.7e-21); 214 to 268 serial steps; 1.3 to 3.6 s a launch.
     """
-    args = ["--function", "rosenbrock", "--generations", "200", "--num-islands", "2"]
-    args += ["--migration-probability", "0.3", *(["--pollination"] if pollination else [])]
-    result = nm_run(mpirun, ranks, *args, timeout=90)
+    result = nm_run(cases, f"islands-{ranks}-{exchange}")
     # nm_run.py checked the populations, the evaluations and the replicas on every island.
     assert result["n"] == ranks * 200, result
     assert result["immigrants"] > 0 and result["deactivated"] > 0, result

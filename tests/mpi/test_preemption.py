@@ -10,11 +10,9 @@ with every individual completed once.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,7 +20,7 @@ import pytest
 
 from propulate import Status, load_checkpoint
 
-from .conftest import REPO, find_mpiexec, kill_job
+from .conftest import REPO, kill_job, start_job
 
 pytestmark = pytest.mark.torch
 
@@ -41,18 +39,15 @@ def committed(checkpoint: Path) -> set[str]:
 def job(checkpoint: Path, cache: Path, interrupt: bool) -> tuple[str, bool]:
     """Run the tutorial once; with ``interrupt``, SIGTERM it in the middle of an epoch. Output, and whether
     the signal was sent."""
-    cmd = [
-        find_mpiexec(),
-        "-n",
-        str(2 * WORKERS),
-        sys.executable,
-        str(REPO / "tutorials" / "torch_ddp_example.py"),
+    args = [
         *("--generations", str(GENERATIONS), "--epochs", str(EPOCHS), "--train-batches", "20"),
         *("--checkpoint", str(checkpoint), "--top-n", "2"),
     ]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PROPULATE_DATA_CACHE": str(cache), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
+    proc = start_job(
+        REPO / "tutorials" / "torch_ddp_example.py",
+        2 * WORKERS,
+        *args,
+        env={"PROPULATE_DATA_CACHE": str(cache)},
     )
     signalled = False
     try:

@@ -1,6 +1,6 @@
 """Particle swarm propagators under mpiexec: convergence at 4 and 8 ranks and island models.
 
-Each launch runs ``programs/pso_run.py``, which checks collectively that every individual lies inside the
+Each case runs ``programs/pso_run.py``, which checks collectively that every individual lies inside the
 limits and carries a velocity, that each worker bred exactly ``generations`` individuals, that every worker
 of an island holds the same population, that no worker moved a particle it did not breed on its island,
 and that the summary is the same on every rank.
@@ -34,37 +34,59 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+from .conftest import Cases
+
+VARIANTS = ["Basic", "VelocityClamping", "Constriction", "Canonical"]
+TEN_DIMENSIONS = [("sphere", 1e-12), ("rosenbrock", 30.0)]
+ISLANDS = [(ranks, exchange) for ranks in (4, 8) for exchange in ("migration", "pollination")]
+
+CASES: dict[str, tuple[int, list[str]]] = {}
+for variant in VARIANTS:
+    CASES[f"sphere-{variant}"] = (4, ["--function", "sphere", "--generations", "250", "--variant", variant])
+CASES["rosenbrock"] = (8, ["--function", "rosenbrock", "--generations", "500", "--variant", "Basic"])
+for function, _ in TEN_DIMENSIONS:
+    args = ["--function", function, "--dim", "10", "--generations", "1000", "--variant", "Constriction"]
+    CASES[f"ten-{function}"] = (8, args)
+for ranks, exchange in ISLANDS:
+    args = ["--function", "sphere", "--generations", "250", "--num-islands", "2"]
+    args += ["--migration-probability", "0.3", *(["--pollination"] if exchange == "pollination" else [])]
+    CASES[f"islands-{ranks}-{exchange}"] = (ranks, args)
+for case, (ranks, args) in CASES.items():
+    CASES[case] = (ranks, [*args, "--checkpoint", f"{{tmp}}/{case}"])
 
 
-def result_of(output: str) -> dict:
-    line = next(line for line in output.splitlines() if line.startswith("RESULT "))
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> Cases:
+    """The cases above, in one launch per rank count (2 launches instead of 11)."""
+    return Cases("pso_run.py", CASES, tmp_path_factory.mktemp("pso"), timeout=240)
+
+
+def result_of(cases: Cases, name: str) -> dict:
+    out = cases(name)
+    assert out.returncode == 0, f"exit code {out.returncode}; output:\n{out.stdout[-8000:]}"
+    line = next(line for line in out.stdout.splitlines() if line.startswith("RESULT "))
     return json.loads(line[len("RESULT ") :])
 
 
-@pytest.mark.parametrize("variant", ["Basic", "VelocityClamping", "Constriction", "Canonical"])
-def test_sphere(mpirun, variant, tmp_path):
-    args = ["--function", "sphere", "--generations", "250", "--variant", variant]
-    result = result_of(mpirun("pso_run.py", 4, *args, "--checkpoint", str(tmp_path), timeout=180).stdout)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_sphere(cases, variant):
+    result = result_of(cases, f"sphere-{variant}")
     assert result["best"] < 1e-6, result
 
 
-def test_rosenbrock(mpirun, tmp_path):
-    args = ["--function", "rosenbrock", "--generations", "500", "--variant", "Basic"]
-    result = result_of(mpirun("pso_run.py", 8, *args, "--checkpoint", str(tmp_path), timeout=240).stdout)
+def test_rosenbrock(cases):
+    result = result_of(cases, "rosenbrock")
     assert result["best"] < 1e-3, result
 
 
-@pytest.mark.parametrize(("function", "threshold"), [("sphere", 1e-12), ("rosenbrock", 30.0)])
-def test_ten_dimensions(mpirun, tmp_path, function, threshold):
-    args = ["--function", function, "--dim", "10", "--generations", "1000", "--variant", "Constriction"]
-    result = result_of(mpirun("pso_run.py", 8, *args, "--checkpoint", str(tmp_path), timeout=240).stdout)
+@pytest.mark.parametrize(("function", "threshold"), TEN_DIMENSIONS)
+def test_ten_dimensions(cases, function, threshold):
+    result = result_of(cases, f"ten-{function}")
     assert result["best"] < threshold, result
 
 
-@pytest.mark.parametrize("pollination", [False, True], ids=["migration", "pollination"])
-@pytest.mark.parametrize("ranks", [4, 8])
-def test_two_islands_exchanging_individuals(mpirun, tmp_path, ranks, pollination):
+@pytest.mark.parametrize(("ranks", "exchange"), ISLANDS)
+def test_two_islands_exchanging_individuals(cases, ranks, exchange):
     """Two islands of 2 or 4 particles, 30 % emigration, 2-D sphere, 250 generations.
 
     The propagators are built with the world rank; the loop binds them to the island rank (defect 5). An
@@ -81,9 +103,7 @@ def test_two_islands_exchanging_individuals(mpirun, tmp_path, ranks, pollination
     2.6 s a launch. Asserted < 1e-6, as for one island of 4 particles; random search with 1,000 or 2,000
     evaluations scores 1.9e-2 or 1.3e-2.
     """
-    args = ["--function", "sphere", "--generations", "250", "--num-islands", "2"]
-    args += ["--migration-probability", "0.3", *(["--pollination"] if pollination else [])]
-    result = result_of(mpirun("pso_run.py", ranks, *args, "--checkpoint", str(tmp_path), timeout=90).stdout)
+    result = result_of(cases, f"islands-{ranks}-{exchange}")
     assert result["n"] == ranks * 250, result
     assert result["immigrants"] > 0, "no individual moved between the islands"
     assert result["adopted"] == 0 and result["moves"] > 0, result

@@ -1,6 +1,6 @@
 """Island news relayed over several hops (``propulate.mpi.dissemination``) under mpiexec.
 
-The default radix keeps islands of up to 8 workers direct, so these launches set a radix of 2 or 3: news
+The default radix keeps islands of up to 8 workers direct, so these cases set a radix of 2 or 3: news
 then reaches most workers through one or two others. ``programs/island_model.py`` asserts collectively
 what the island model guarantees (exact counts, identical populations within each island, migration
 conserving active individuals, pollination replacing one individual per immigrant); the messages each
@@ -13,7 +13,34 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.mpi
+from propulate.mpi import dissemination
+
+from .conftest import Cases
+
+ONE_ISLAND = [(3, 2), (4, 2), (5, 2), (8, 2), (8, 3)]
+EXCHANGES = ["migration", "pollination"]
+
+# Every case names its radix: the program sets dissemination.RADIX, which stays set for the cases after it
+# in the same launch. The direct case gives the default.
+CASES: dict[str, tuple[int, list[str]]] = {}
+for ranks, radix in ONE_ISLAND:
+    CASES[f"one-island-{ranks}-{radix}"] = (ranks, ["--generations", "40", "--relay-radix", str(radix)])
+CASES["direct"] = (8, ["--generations", "60", "--relay-radix", str(dissemination.RADIX)])
+CASES["relayed"] = (8, ["--generations", "60", "--relay-radix", "2"])
+for exchange in EXCHANGES:
+    args = ["--generations", "40", "--num-islands", "2", "--relay-radix", "2"]
+    CASES[f"two-islands-{exchange}"] = (8, [*args, *(["--pollination"] if exchange == "pollination" else [])])
+CASES["two-rank-workers"] = (8, ["--generations", "25", "--ranks-per-worker", "2", "--relay-radix", "2"])
+args = ["--generations", "30", "--num-islands", "3", "--island-sizes", "1,2,5", "--relay-radix", "2"]
+CASES["uneven"] = (8, args)
+for case, (ranks, args) in CASES.items():
+    CASES[case] = (ranks, [*args, "--checkpoint", f"{{tmp}}/{case}"])
+
+
+@pytest.fixture(scope="module")
+def cases(tmp_path_factory) -> Cases:
+    """The island_model.py cases above, in one launch per rank count (4 launches instead of 11)."""
+    return Cases("island_model.py", CASES, tmp_path_factory.mktemp("relay"), timeout=180)
 
 
 def result_of(output: str) -> dict:
@@ -21,39 +48,38 @@ def result_of(output: str) -> dict:
     return json.loads(line[len("RESULT ") :])
 
 
-def island_model(mpirun, ranks, tmp_path, *args):
-    out = mpirun("island_model.py", ranks, *args, "--checkpoint", str(tmp_path), timeout=180)
+def island_model(cases: Cases, name: str) -> dict:
+    out = cases(name)
+    assert out.returncode == 0, f"exit code {out.returncode}; output:\n{out.stdout[-8000:]}"
     return result_of(out.stdout)
 
 
-@pytest.mark.parametrize(("ranks", "radix"), [(3, 2), (4, 2), (5, 2), (8, 2), (8, 3)])
-def test_one_island_relayed(mpirun, ranks, radix, tmp_path):
-    result = island_model(mpirun, ranks, tmp_path, "--generations", "40", "--relay-radix", str(radix))
+@pytest.mark.parametrize(("ranks", "radix"), ONE_ISLAND)
+def test_one_island_relayed(cases, ranks, radix):
+    result = island_model(cases, f"one-island-{ranks}-{radix}")
     assert result["islands"][0][3] == 40 * ranks
 
 
-def test_relayed_messages_per_generation_are_bounded_by_the_fingers(mpirun, tmp_path):
-    direct = island_model(mpirun, 8, tmp_path / "direct", "--generations", "60")
-    relayed = island_model(mpirun, 8, tmp_path / "relayed", "--generations", "60", "--relay-radix", "2")
+def test_relayed_messages_per_generation_are_bounded_by_the_fingers(cases):
+    direct = island_model(cases, "direct")
+    relayed = island_model(cases, "relayed")
     # 7 peers directly; 3 fingers (1, 2, 4) relayed, one message each per generation (3.08 measured).
     assert direct["messages_per_generation"] >= 7
     assert relayed["messages_per_generation"] < 4, relayed
 
 
-@pytest.mark.parametrize("pollination", [False, True], ids=["migration", "pollination"])
-def test_two_islands_of_four_relayed(mpirun, pollination, tmp_path):
-    args = ["--generations", "40", "--num-islands", "2", "--relay-radix", "2"]
-    result = island_model(mpirun, 8, tmp_path, *args, *(["--pollination"] if pollination else []))
+@pytest.mark.parametrize("exchange", EXCHANGES)
+def test_two_islands_of_four_relayed(cases, exchange):
+    result = island_model(cases, f"two-islands-{exchange}")
     assert result["immigrants"] > 0
 
 
-def test_two_ranks_per_worker_relayed(mpirun, tmp_path):
-    island_model(mpirun, 8, tmp_path, "--generations", "25", "--ranks-per-worker", "2", "--relay-radix", "2")
+def test_two_ranks_per_worker_relayed(cases):
+    island_model(cases, "two-rank-workers")
 
 
-def test_uneven_islands_relayed(mpirun, tmp_path):
-    args = ["--generations", "30", "--num-islands", "3", "--island-sizes", "1,2,5", "--relay-radix", "2"]
-    island_model(mpirun, 8, tmp_path, *args)
+def test_uneven_islands_relayed(cases):
+    island_model(cases, "uneven")
 
 
 def test_rung_results_relayed(mpirun, tmp_path):

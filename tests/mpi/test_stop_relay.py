@@ -15,8 +15,6 @@ import pytest
 
 from propulate import Status, load_checkpoint
 
-pytestmark = pytest.mark.mpi
-
 NO_THREADS = {"MPI4PY_RC_THREAD_LEVEL": "funneled"}  # only the main thread may call MPI: no watchdog polls
 
 

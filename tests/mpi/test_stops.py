@@ -11,7 +11,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,9 +18,7 @@ import pytest
 
 from propulate import load_checkpoint
 
-from .conftest import PROGRAMS, REPO, find_mpiexec, kill_job
-
-pytestmark = pytest.mark.mpi
+from .conftest import finish_job, kill_job, start_job
 
 RUNS = int(os.environ.get("PROPULATE_TEST_STOP_RUNS", "2"))
 GRACE = 1.0
@@ -33,22 +30,11 @@ def result_of(output: str) -> dict:
 
 
 def start(directory: Path, ranks: int, *args: str) -> subprocess.Popen:
-    cmd = [find_mpiexec(), "-n", str(ranks), sys.executable, str(PROGRAMS / "stops.py")]
-    cmd += ["--checkpoint", str(directory), *args]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, start_new_session=True
-    )
+    return start_job("stops.py", ranks, "--checkpoint", str(directory), *args)
 
 
 def finish(proc: subprocess.Popen, limit: float) -> str:
-    try:
-        out, _ = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        kill_job(proc)
-        out, _ = proc.communicate()
-        pytest.fail(f"the job did not end within {limit} s; output:\n{out[-6000:]}")
-    return out
+    return finish_job(proc, limit).stdout
 
 
 def run(directory: Path, ranks: int, *args: str, limit: float = 120) -> dict:

@@ -11,7 +11,7 @@ from propulate import Status, load_checkpoint
 
 from .conftest import REPO
 
-pytestmark = [pytest.mark.mpi, pytest.mark.torch]
+pytestmark = pytest.mark.torch
 
 EPOCHS = 3
 GENERATIONS = 4

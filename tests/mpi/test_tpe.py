@@ -11,8 +11,6 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.mpi
-
 
 @pytest.mark.parametrize("ranks", [1, 2, 4, 8])
 def test_workers_are_told_what_their_peers_evaluate(mpirun, ranks):

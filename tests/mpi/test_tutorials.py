@@ -13,8 +13,6 @@ from propulate import Status, load_checkpoint
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.mpi
-
 TUTORIALS = REPO / "tutorials"
 #: The line the first rank prints at the end: the run's best loss (six significant digits) and parameters.
 RESULT = re.compile(r"^Best loss (\S+) with (\{.*\})$", re.MULTILINE)

@@ -344,6 +344,7 @@ def test_deactivation_of_an_individual_bred_by_a_later_writer(tmp_path: Path) ->
 # ---------------------------------------------------------------------------------------- flushing
 
 
+@pytest.mark.slow
 def test_background_flush_is_visible_to_another_reader(tmp_path: Path) -> None:
     interval = 0.1
     writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1], flush_interval=interval)

@@ -302,6 +302,7 @@ def test_a_flush_writes_its_new_data_and_a_small_constant(tmp_path: Path) -> Non
     assert worst <= 4 * CHUNK_BYTES  # 16 kB
 
 
+@pytest.mark.slow
 def test_state_snapshots_do_not_grow_the_file(tmp_path: Path) -> None:
     writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1])
     rng = random.Random(0)
@@ -319,6 +320,7 @@ def test_state_snapshots_do_not_grow_the_file(tmp_path: Path) -> None:
     assert checkpoint.writers[(0, 0)].state["propagator"] == {"step": 1999}
 
 
+@pytest.mark.slow
 def test_waiting_grows_nothing(tmp_path: Path) -> None:
     """A worker in a long evaluation: its start is written once, then nothing."""
     writer = open_writer(tmp_path, writer=0, island=0, island_counts=[1], flush_interval=0.01)

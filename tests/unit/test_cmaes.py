@@ -303,6 +303,7 @@ def test_updates_equal_cmaes_tell():
     assert par.generation == 40
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adapter", [BasicCMA, ActiveCMA])
 @pytest.mark.parametrize("name", ["ellipsoid", "rosenbrock"])
 def test_reaches_target_within_budget(name, adapter):
@@ -312,6 +313,7 @@ def test_reaches_target_within_budget(name, adapter):
     assert statistics.median(runs) <= BUDGET, f"{name}: evaluations to {TARGET:g} by seed: {runs}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["ellipsoid", "rosenbrock"])
 def test_not_ten_times_slower_than_the_cmaes_package(name):
     """Medians over ``SEEDS`` of the evaluations to ``TARGET``, ours over ``cmaes``'s: 0.96 to 0.97 on the
@@ -475,6 +477,7 @@ def test_the_predictions_average_the_mean_shifts_and_the_changes_of_the_step_siz
     assert old.par.sigma_trend == 0.0 and old.par.generation == 3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lag", [0.0, 0.1], ids=["instant messages", "messages up to 10% of an evaluation"])
 def test_the_workers_copies_of_the_strategy_stay_identical(lag):
     """Each worker holds back the results of the last 5 % of an evaluation time (``MARGIN``), its own
@@ -487,6 +490,7 @@ def test_the_workers_copies_of_the_strategy_stay_identical(lag):
         assert len({w.trajectory[generation] for w in workers}) == 1, generation
 
 
+@pytest.mark.slow
 def test_copies_stay_close_when_messages_are_as_slow_as_evaluations():
     """Results that reach a worker after it learned later ones make its copy differ; the margin it holds
     back from then on grows to at most half an evaluation time. Seeds 0-3, 8 workers, messages taking up
@@ -622,6 +626,7 @@ def test_a_resumed_island_of_another_size_keeps_its_strategy():
     assert after.par.generation == 6
 
 
+@pytest.mark.slow
 def test_an_island_of_sixteen_workers_solves_the_ellipsoid():
     """The issue's case: 16 workers, 6,000 evaluations. With the shared mirrored orthogonal directions the
     median best loss over ``SEEDS`` is 9e-18 to 4e-17 under four BLAS kernels (near the resolution of the

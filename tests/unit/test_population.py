@@ -272,6 +272,7 @@ def comparisons_per_best(size: int, calls: int = 200, k: int = 8) -> float:
     return CountingLoss.comparisons / calls
 
 
+@pytest.mark.slow
 def test_best_k_does_not_sort_the_whole_population() -> None:
     small = comparisons_per_best(1_000)
     large = comparisons_per_best(100_000)

@@ -299,6 +299,7 @@ def test_csv_and_json_round_trip(population, tmp_path):
     assert stream.getvalue() == (tmp_path / "r.csv").read_text()
 
 
+@pytest.mark.slow
 def test_figures(population, tmp_path):
     from matplotlib.image import imread
 
@@ -382,6 +383,7 @@ def synthetic(n: int, workers: int = 64, seed: int = 0) -> list[Individual]:
     return inds
 
 
+@pytest.mark.slow
 def test_report_on_100k_individuals():
     # How long this takes is measured by benchmarks/suite.py (`python -m propulate report` on a checkpoint
     # of 100,000 evaluations), not here; this checks that the counts hold at that size.

@@ -210,6 +210,7 @@ def test_unnamed_objectives_and_three_objectives(tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_plots(named, tmp_path):
     pytest.importorskip("matplotlib")
     from matplotlib.image import imread
@@ -269,6 +270,7 @@ def test_html_report(named, tmp_path):
     assert data["reference"] == [2.0, -1.0]
 
 
+@pytest.mark.slow
 def test_html_report_renders_in_a_browser(named, tmp_path):
     pytest.importorskip("plotly")
     from propulate.report.html import write_html
@@ -356,6 +358,7 @@ def checkpoint(tmp_path_factory) -> str:
     return str(directory)
 
 
+@pytest.mark.slow
 def test_command_line_on_a_checkpoint(checkpoint, tmp_path, capsys):
     assert main(["report", checkpoint]) == 0
     report = capsys.readouterr().out

@@ -129,6 +129,7 @@ def test_proposals_stay_in_bounds_for_every_parameter_type_and_the_model_takes_o
         assert np.all(ind.position >= space.lower) and np.all(ind.position <= space.upper)
 
 
+@pytest.mark.slow
 def test_the_model_beats_random_search_on_a_sphere() -> None:
     """Median best loss after 60 evaluations over 8 seeds, TPE against uniform draws (the design's
     alternative: a search that does not learn). Measured: TPE about 0.02, random search about 0.2."""
@@ -181,6 +182,7 @@ def test_enqueued_configurations_come_first_shared_out_over_the_workers() -> Non
         TPE(limits, enqueue=[{"x": 0.5, "act": "relu"}, {"x": 2.0, "act": "relu"}])
 
 
+@pytest.mark.slow
 def test_pending_evaluations_keep_workers_apart() -> None:
     """W workers with the same results, each told what the workers before it proposed, propose
     configurations further apart than the same workers not told (the alternative: every worker draws

@@ -1,9 +1,15 @@
-"""Build an optimizer from bad input; every rank must raise, report and exit non-zero without hanging."""
+"""Build an optimizer from bad input; every rank must raise, report and exit non-zero without hanging.
+
+Usage: ``mpiexec -n N python bad_input.py CASE [CASE ...]``. The cases run one after the other in the same
+job; each rank prints ``[CASE] rank R raised KIND: MESSAGE`` (or ``raised nothing``) and ``[CASE] rank R took
+SECONDS s``. The job exits non-zero if any rank raised in any case.
+"""
 
 from __future__ import annotations
 
 import random
 import sys
+import time
 
 import numpy as np
 from mpi4py import MPI
@@ -13,12 +19,11 @@ from propulate.utils import get_default_propagator
 from propulate.utils.benchmark_functions import sphere
 
 world = MPI.COMM_WORLD
-case = sys.argv[1]
 good_limits = {"a": (-1.0, 1.0), "b": (-1.0, 1.0)}
 rng = random.Random(world.rank)
 
 
-def build() -> None:
+def build(case: str) -> None:
     if case == "limits-nan":
         get_default_propagator(4, {"a": (0.0, float("nan"))}, rng=rng)
     elif case == "limits-one-tuple":
@@ -79,14 +84,18 @@ def build() -> None:
         raise SystemExit(f"unknown case {case}")
 
 
-try:
-    build()
-except (ValueError, TypeError) as err:
-    print(f"rank {world.rank} raised {type(err).__name__}: {err}", flush=True)
-    code = 1
-else:
-    print(f"rank {world.rank} raised nothing", flush=True)
-    code = 0
+raised = False
+for case in sys.argv[1:]:
+    world.Barrier()
+    start = time.monotonic()
+    try:
+        build(case)
+    except (ValueError, TypeError) as err:
+        print(f"[{case}] rank {world.rank} raised {type(err).__name__}: {err}", flush=True)
+        raised = True
+    else:
+        print(f"[{case}] rank {world.rank} raised nothing", flush=True)
+    print(f"[{case}] rank {world.rank} took {time.monotonic() - start:.3f} s", flush=True)
 # Everyone reports before anyone exits, so the launcher sees every rank's message.
 world.Barrier()
-sys.exit(code)
+sys.exit(1 if raised else 0)
