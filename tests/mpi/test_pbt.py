@@ -24,8 +24,6 @@ from propulate.report import load_dataframe
 
 from .conftest import REPO
 
-pytestmark = pytest.mark.mpi
-
 GENERATIONS = 4
 INTERVAL = 2
 

@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from statistics import median
 
+import pytest
+
 spec = importlib.util.spec_from_file_location(
     "pbt_toy", Path(__file__).resolve().parents[2] / "benchmarks" / "pbt_toy.py"
 )
@@ -21,6 +23,7 @@ spec.loader.exec_module(toy)
 SEEDS = range(20)
 
 
+@pytest.mark.slow
 def test_pbt_reaches_the_target_in_fewer_steps_than_its_ablations():
     steps = {variant: [toy.simulate(variant, seed) for seed in SEEDS] for variant in toy.VARIANTS}
     assert all(math.isfinite(s) for s in steps["pbt"]), steps["pbt"]
