@@ -45,8 +45,10 @@ __all__ = ["PopulationBasedTraining"]
 class PopulationBasedTraining(Propagator):
     """Population-based training: one member per worker, trained interval by interval (module docstring).
 
-    Pass it as the propagator of :class:`propulate.Propulator` or :class:`propulate.Islands` (one island;
-    members do not migrate); ``generations`` is then the number of intervals each worker trains.
+    Pass it as the propagator of :class:`propulate.Propulator` or :class:`propulate.Islands` itself, not
+    inside :class:`~propulate.propagators.Compose` or :class:`~propulate.propagators.Conditional` (the run
+    hands its :attr:`states` to the evaluation folders); members do not migrate between islands.
+    ``generations`` is then the number of intervals each worker trains.
 
     Parameters
     ----------
