@@ -16,7 +16,7 @@ from .frame import require_pandas
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["LINEAGE_COLUMNS", "best_schedule", "has_lineage", "member_summary"]
+__all__ = ["LINEAGE_COLUMNS", "best_schedule", "has_lineage", "intervals", "member_summary"]
 
 #: The frame's lineage columns of a population-based training.
 LINEAGE_COLUMNS = tuple(
@@ -29,15 +29,17 @@ def has_lineage(frame: pd.DataFrame) -> bool:
     return all(column in frame.columns for column in LINEAGE_COLUMNS)
 
 
-def _completed(frame: pd.DataFrame) -> pd.DataFrame:
+def intervals(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return the completed intervals, by member and interval, their lineage columns as ints."""
     rows = frame[(frame["state"] == "COMPLETE") & frame["user_attrs__member"].notna()]
-    return rows.astype({column: int for column in LINEAGE_COLUMNS})
+    rows = rows.astype({column: int for column in LINEAGE_COLUMNS})
+    return rows.sort_values(["user_attrs__member", "user_attrs__interval"])
 
 
 def member_summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Return one row per member: intervals completed, steps reached, exploits, latest and best loss."""
     pd = require_pandas()
-    rows = _completed(frame).sort_values(["user_attrs__member", "user_attrs__interval"])
+    rows = intervals(frame)
     members = rows.groupby("user_attrs__member")
     return pd.DataFrame(
         {
@@ -57,7 +59,7 @@ def best_schedule(frame: pd.DataFrame) -> pd.DataFrame:
     found by following ``_parent`` back, across the members it copied. Columns: ``start``, ``until``,
     ``member``, ``donor``, ``value`` and one per parameter, by its name. Empty without completed intervals.
     """
-    rows = _completed(frame)
+    rows = intervals(frame)
     params = [column for column in frame.columns if column.startswith("params_")]
     columns = ["user_attrs__start", "user_attrs__until", "user_attrs__member", "user_attrs__donor", "value"]
     latest = rows.sort_values("user_attrs__interval").groupby("user_attrs__member").tail(1)

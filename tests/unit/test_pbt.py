@@ -585,3 +585,21 @@ def test_the_text_report_lists_members_and_the_best_schedule():
     report = format_report(frame)
     assert "Population-based training: members" in report and "Schedule of the best member's state" in report
     assert "Population-based training" not in format_report(to_dataframe([Individual({"lr": 0.1}, LIMITS)]))
+
+
+def test_the_html_report_draws_each_members_schedule():
+    pytest.importorskip("plotly")
+    from propulate.report.frame import to_dataframe
+    from propulate.report.html import build_html
+
+    inds = [
+        interval(10, 0, 0, 0.9, lr=0.05),
+        interval(20, 1, 0, 0.2, lr=0.5),
+        interval(11, 0, 1, 0.1, lr=0.6, parent=20, donor=1),
+    ]
+    for k, ind in enumerate(inds):
+        ind.evaltime, ind.evalperiod = 1000.0 + k, 1.0
+    page = build_html(to_dataframe(inds))
+    section = page[page.index('<section id="pbt">') :].split("</section>")[0]
+    assert section.count('"name":"member ') == 2 and "best member's schedule" in section
+    assert '<section id="pbt">' not in build_html(to_dataframe([Individual({"lr": 0.1}, LIMITS)]))
