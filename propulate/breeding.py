@@ -129,6 +129,8 @@ class Breeder:
         self.space: SearchSpace | None = space
         # Whether the propagator takes the configurations the island's peers evaluate now.
         self._tells_pending = isinstance(propagator, Propagator) and propagator.uses_pending
+        # Whether offspring may repeat known configurations (population-based training): none is refused.
+        self._repeats = isinstance(propagator, Propagator) and propagator.repeats
         # What each island peer evaluates now, as far as it told us, and how many peers evaluate each key.
         self._announced: dict[int, int] = {}
         # The announced configurations as SearchSpace.canonical wrote them, for Propagator.pending.
@@ -240,6 +242,8 @@ class Breeder:
         while undecided, unless the wait is ``ending`` (its time is up, or the worker stops): then whether no
         peer announced it. O(1) when no peer announced it, else O(number of peers).
         """
+        if self._repeats:
+            return True
         if self.population.knows(key):
             return False
         claimants = self.claimants(key)
@@ -250,8 +254,11 @@ class Breeder:
         return None
 
     def is_known(self, key: int) -> bool:
-        """Whether the island evaluated this configuration or a peer announced it; O(1)."""
-        return self.population.knows(key) or key in self._running
+        """Whether the island evaluated this configuration or a peer announced it; O(1).
+
+        Never, for a propagator whose offspring may repeat (:attr:`Propagator.repeats`).
+        """
+        return not self._repeats and (self.population.knows(key) or key in self._running)
 
     def exhausted_text(self) -> str:
         """Return why breeding ended for the log: the search space is exhausted."""

@@ -412,12 +412,27 @@ class Evaluator:
             self.folders.begin(ind.uid, resume, self._commit)
             run.folders = self.folders
             run.interim = list(resume.interim) if resume is not None else []
+            run.until = resume.until if resume is not None else 0
         try:
+            if resume is not None and 0 < resume.until <= (resume.step or 0):
+                return self._spent(run, start)
             return self._attempt(ind, run, start)
         finally:
             self._run = None
             if self.folders is not None:
                 self.folders.end()
+
+    def _spent(self, run: _Run, start: float) -> Evaluation:
+        """Return the evaluation whose step budget an earlier attempt spent (and committed): completed.
+
+        The loss function is not called (it would train past the budget); its last interim loss counts.
+        """
+        self.count += 1
+        run.steps = run.until
+        if run.root:
+            run.loss, run.metrics = run.interim[run.until - 1]
+        period = time.perf_counter() - start
+        return Evaluation(run.loss, Status.COMPLETED, run.metrics, period, steps=run.steps)
 
     def _attempt(self, ind: Individual, run: _Run, start: float) -> Evaluation:
         root = run.root
@@ -482,7 +497,9 @@ class Evaluator:
 
         With an evaluation folder, an interim loss that an earlier attempt reported already is taken as
         known (its first value counts); each new one is recorded in the folder, and after the worker agreed
-        on it the root commits the state saved for it (see :mod:`propulate.checkpoint.evaluations`).
+        on it the root commits the state saved for it (see :mod:`propulate.checkpoint.evaluations`). With a
+        step budget (:attr:`Resume.until`), the evaluation ends, completed, once the interim loss of that
+        step is committed: the generator is closed there, on every rank at the same step.
         """
         if run.root:
             self.surrogate.start_run(ind)
@@ -524,6 +541,8 @@ class Evaluator:
                     self._folders().record(run.interim)
                 self._folders().commit(run.steps)
             step_began = time.monotonic()
+            if 0 < run.until <= run.steps and not flags & ((_Step.ENDING & ~_Step.STOPPED) | _Step.CANCELLED):
+                return _Step.EXHAUSTED  # the step budget is spent, its last state committed: even at a stop
             if flags:
                 return flags
 
@@ -669,6 +688,7 @@ class _Run:
         #: The interim losses known to the root, with their metrics: an earlier attempt's, then this one's.
         self.interim: list[tuple[float, dict[str, float]]] = []
         self.yielded = 0  # interim losses taken in this attempt
+        self.until = 0  # the interim loss after which the evaluation ends (Resume.until); 0: at its end
         self.committed_at = time.monotonic()  # when the state was last committed (or the attempt began)
 
     def take(self, interim: Any) -> None:

@@ -57,11 +57,14 @@ if TYPE_CHECKING:
     from ..individual import Individual
 
 __all__ = [
+    "INHERITABLE",
     "EvaluationCheckpoint",
     "EvaluationFolders",
+    "Inheritance",
     "Resume",
     "committed",
     "evaluation_checkpoint",
+    "states",
     "sweep",
 ]
 
@@ -71,6 +74,8 @@ log = logging.getLogger("propulate")
 FOLDER = "evaluations"
 INTERIM = "interim.json"
 PENDING = "pending"
+#: A file in an evaluation folder whose state later evaluations may start from: no sweep removes the folder.
+INHERITABLE = "inheritable"
 _STATE = re.compile(r"step-(\d+)\.(\d+)")
 
 _active: EvaluationFolders | None = None  # the folders of the evaluation under way, on this rank
@@ -148,11 +153,51 @@ class Resume:
         The number of interim losses reported when the latest state was committed; ``None`` if none was.
     state : str or None
         The name of the latest state's folder, ``step-<k>.<n>``; ``None`` if none was committed.
+    until : int >= 0
+        The interim loss after which the evaluation ends although the loss function would go on (a step
+        budget, see :class:`Inheritance`); 0 lets the loss function run to its end.
     """
 
     interim: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     step: int | None = None
     state: str | None = None
+    until: int = 0
+
+
+class Inheritance:
+    """Where an evaluation's state starts, and which folders outlive their evaluation; by default none.
+
+    A propagator whose offspring continue another evaluation's training (population-based training,
+    :mod:`propulate.pbt`) hands :class:`EvaluationFolders` one of these. Every method is called on the
+    worker's first rank, outside the loss function:
+
+    - :meth:`seed` before an evaluation's first attempt, and before a later attempt whose folder holds no
+      committed state (the job ended while the state was being placed): it may place a committed state in
+      the folder, which the loss function then finds in :attr:`EvaluationCheckpoint.latest` and continues
+      from, as from an interrupted attempt's;
+    - :meth:`until` before an evaluation's later attempt: the interim loss at which it ends;
+    - :meth:`keep` after a completed evaluation: whether its folder stays, for later evaluations to start
+      from; a kept folder holds the :data:`INHERITABLE` file, and the keeper removes it when it is no
+      longer needed.
+    """
+
+    def seed(self, ind: Individual, folder: Path) -> Resume | None:
+        """Place the state ``ind`` starts from in its ``folder``; return what the folder holds then.
+
+        ``None`` (the default) starts the loss function from nothing, with no step budget.
+        """
+        return None
+
+    def until(self, ind: Individual) -> int:
+        """Return the interim loss after which the evaluation of ``ind`` ends; 0 (the default): at its end."""
+        return 0
+
+    def keep(self, ind: Individual, folder: Path, island: Iterable[Individual]) -> bool:
+        """Whether the ``folder`` of the completed ``ind`` stays; ``island`` holds the island's individuals.
+
+        The default keeps none (beyond what ``keep_best_folders`` keeps).
+        """
+        return False
 
 
 class EvaluationCheckpoint:
@@ -227,7 +272,7 @@ class EvaluationCheckpoint:
         return self.step if self.restored else 0
 
 
-def _states(folder: Path) -> list[tuple[int, int, str]]:
+def states(folder: Path) -> list[tuple[int, int, str]]:
     """Return the committed states in ``folder`` as ``(step, commit, name)``, oldest first."""
     try:
         names = os.listdir(folder)
@@ -266,12 +311,17 @@ class EvaluationFolders:
         Whether this is the worker's first rank.
     keep_best : int in [0, 100]
         How many of the best completed individuals keep their folder (their last committed state).
+    inheritance : Inheritance, optional
+        Where evaluations' states start and which folders outlive them (default: from nothing, none).
     """
 
-    def __init__(self, checkpoint_path: Path, root: bool, keep_best: int = 0) -> None:
+    def __init__(
+        self, checkpoint_path: Path, root: bool, keep_best: int = 0, inheritance: Inheritance | None = None
+    ) -> None:
         self.base = Path(checkpoint_path) / FOLDER
         self.root = root
         self.keep_best = keep_best
+        self.inheritance = inheritance if inheritance is not None else Inheritance()
         #: The folders of the evaluation under way, made when first asked for (most evaluations never do).
         self.current: EvaluationCheckpoint | None = None
         self._uid = -1
@@ -292,13 +342,11 @@ class EvaluationFolders:
         """Worker root: read what an earlier attempt of ``ind`` left; ``None`` for a first attempt.
 
         Only an individual evaluated again after an interruption (``redo``) is looked up, so a first
-        evaluation costs no file system access.
+        evaluation costs no file system access (unless the :class:`Inheritance` places a state).
         """
-        if not redo:
-            return None
         folder = self.folder(ind.uid)
-        if not folder.is_dir():
-            return None
+        if not redo or not folder.is_dir():
+            return self.inheritance.seed(ind, folder)
         interim: list[tuple[float, dict[str, float]]] = []
         try:
             for entry in json.loads((folder / INTERIM).read_text()):
@@ -310,8 +358,10 @@ class EvaluationFolders:
             log.warning(f"Evaluation folder {folder}: {INTERIM} is unreadable ({err}); losses reported anew")
             interim = []
         # A state of a later step than the losses recorded cannot be (they are written first); ignored.
-        states = [state for state in _states(folder) if state[0] <= len(interim)]
-        return Resume(interim, states[-1][0], states[-1][2]) if states else Resume(interim)
+        found = [state for state in states(folder) if state[0] <= len(interim)]
+        if not found:
+            return self.inheritance.seed(ind, folder) or Resume(interim)
+        return Resume(interim, found[-1][0], found[-1][2], self.inheritance.until(ind))
 
     def begin(self, uid: int, resume: Resume | None, commit: Callable[[], None]) -> None:
         """Every rank: make the folders of ``uid`` those that :func:`evaluation_checkpoint` returns.
@@ -373,12 +423,12 @@ class EvaluationFolders:
                     return False
         except FileNotFoundError:
             return False
-        states = _states(current.folder)
+        committed = states(current.folder)
         # A new name, never the name of a state already there: that one stays complete until replaced.
-        number = 1 + max((n for k, n, _ in states if k == step), default=0)
+        number = 1 + max((n for k, n, _ in committed if k == step), default=0)
         name = f"step-{step:08d}.{number:06d}"
         os.rename(pending, current.folder / name)
-        for _, _, old in states:
+        for _, _, old in committed:
             _remove(current.folder / old)
         pending.mkdir(exist_ok=True)  # another rank of the worker may have asked for it meanwhile
         current._resume.step = step
@@ -408,6 +458,8 @@ class EvaluationFolders:
         if interrupted or not used:
             return
         folder = self.folder(ind.uid)
+        if completed and self.inheritance.keep(ind, folder, island):
+            return
         if completed and self.keep_best > 0:
             _remove(folder / PENDING)
             self._kept[ind.uid] = ind.loss
@@ -450,7 +502,8 @@ def sweep(
     Kept are the folders of the individuals to evaluate again (``requeued`` uids) and, with ``keep_best``,
     those of completed individuals whose loss is within the best ``keep_best`` of ``individuals``; removed
     are those of finished evaluations whose job ended before it could remove them, and of evaluations that
-    never reached the checkpoint. Run by the first worker root before any worker begins to evaluate.
+    never reached the checkpoint; never those that hold the :data:`INHERITABLE` file (their keeper removes
+    them). Run by the first worker root before any worker begins to evaluate.
     """
     from ..individual import Status
 
@@ -466,7 +519,8 @@ def sweep(
         keep |= {str(ind.uid) for ind in pool if ind.status is Status.COMPLETED and ind.loss <= threshold}
     removed = 0
     for name in names:
-        if name not in keep and (base / name).is_dir():
+        inheritable = not name.startswith(".") and (base / name / INHERITABLE).exists()
+        if name not in keep and (base / name).is_dir() and not inheritable:
             _remove(base / name)
             removed += 1
     return removed
@@ -496,7 +550,7 @@ def committed(checkpoint_path: str | Path) -> dict[int, tuple[int, int]]:
         return {}
     progress = {}
     for name in names:
-        states = _states(base / name)
-        if states and name.lstrip("-").isdigit():
-            progress[int(name)] = states[-1][:2]
+        found = states(base / name)
+        if found and name.lstrip("-").isdigit():
+            progress[int(name)] = found[-1][:2]
     return progress

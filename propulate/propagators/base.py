@@ -120,6 +120,16 @@ class Propagator:
         """
         return False
 
+    @property
+    def repeats(self) -> bool:
+        """Whether its offspring may repeat a configuration the island knows, and are evaluated all the same.
+
+        False by default: the loop never spends an evaluation on a known configuration (see
+        :mod:`propulate.breeding`). Population-based training (:mod:`propulate.pbt`) continues a member's
+        training with the same configuration, so its offspring repeat by design.
+        """
+        return False
+
     def bind(self, island_rank: int, island_size: int = 1) -> None:
         """Learn which worker of its island this propagator breeds for.
 

@@ -10,6 +10,8 @@ it and never on one below:
   hypervolume of the front so far;
 - :mod:`.summary`: the numbers the reports show: best configurations, counts per state and island,
   sessions, throughput, worker utilization;
+- :mod:`.lineage`: for a population-based training, each member's intervals and the schedule of the best
+  member's state;
 - :mod:`.text`: the plain-text report of ``python -m propulate report``;
 - :mod:`.prepare`: what both kinds of figures compute before drawing (the clock while running, the best
   loss so far, category positions, the front's staircase);

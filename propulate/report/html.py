@@ -8,6 +8,10 @@ sections, each an element with a stable ``id`` holding a plotly figure or a tabl
     The best loss so far against finished evaluations and against wall-clock time while running.
 ``top``
     The best distinct configurations with their metrics (the ``user_attrs_<name>`` columns).
+``pbt``
+    Only for a population-based training (:mod:`propulate.pbt`; :data:`PBT_SECTIONS`): each numeric
+    hyperparameter against the steps trained, one line per member, the schedule that trained the best
+    member's state drawn over them, and that schedule as a table (:mod:`propulate.report.lineage`).
 ``parallel``
     Parallel coordinates of the parameters, each line one completed evaluation colored by its loss.
 ``parameters``
@@ -76,6 +80,7 @@ from .fronts import (
     objectives_of,
     pareto_front_rows,
 )
+from .lineage import best_schedule, has_lineage, intervals
 from .prepare import category_codes, front_points, loss_history, running_clock, staircase
 from .summary import best, configuration_table, status_counts, time_unit
 
@@ -116,6 +121,8 @@ SECTIONS = {
     "interim": "Interim losses",
     "failures": "Failures",
 }
+#: The section only a population-based training has, after ``top``.
+PBT_SECTIONS = {"pbt": "Population-based training: each member's schedule"}
 #: The sections of a run with several objectives.
 MULTI_OBJECTIVE_SECTIONS = {
     "front": "Pareto front",
@@ -187,6 +194,45 @@ def _message(fig: Any, text: str) -> None:
     fig.add_annotation(text=text, showarrow=False, xref="paper", yref="paper", x=0.5, y=0.5)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
+
+
+def _schedules(frame: pd.DataFrame, go: Any) -> str:
+    """Return each numeric hyperparameter against the steps trained, per member, and the best schedule."""
+    from plotly.subplots import make_subplots
+
+    rows, best = intervals(frame), best_schedule(frame)
+    params = [c for c in frame.columns if c.startswith("params_") and frame[c].dtype.kind in "iuf"]
+    names = [c[len("params_") :] for c in params]
+    fig = make_subplots(rows=max(len(params), 1), cols=1, shared_xaxes=True, subplot_titles=names or None)
+    space = frame.attrs.get("search_space", {})
+    from plotly.colors import qualitative
+
+    palette = qualitative.Plotly  # a member has the same color in every subplot
+    lines = [
+        (f"member {m}", group, {"width": 1.5, "color": palette[i % len(palette)]})
+        for i, (m, group) in enumerate(rows.groupby("user_attrs__member"))
+    ]
+    renamed = {
+        "start": "user_attrs__start",
+        "until": "user_attrs__until",
+        **dict(zip(names, params, strict=True)),
+    }
+    lines.append(
+        ("best member's schedule", best.rename(columns=renamed), {"width": 5, "color": "rgba(0,0,0,0.3)"})
+    )
+    for k, column in enumerate(params):
+        for label, group, line in lines:
+            # Each interval a flat segment from its first step to its last: the value it was trained with.
+            steps = np.column_stack([group["user_attrs__start"], group["user_attrs__until"]]).ravel()
+            values = np.repeat(group[column].to_numpy(dtype=np.float64), 2)
+            trace = go.Scatter(x=steps, y=values, mode="lines", name=label, legendgroup=label, line=line)
+            fig.add_trace(trace.update(showlegend=k == 0), row=k + 1, col=1)
+        domain = space.get(names[k])
+        if isinstance(domain, dict) and domain.get("log"):
+            fig.update_yaxes(type="log", row=k + 1, col=1)
+    fig.update_xaxes(title_text="steps trained", row=max(len(params), 1), col=1)
+    fig.update_layout(height=260 * max(len(params), 1))
+    return _figure_html(fig, "pbt") + _table(best)
 
 
 def _best_loss(frame: pd.DataFrame, go: Any) -> str:
@@ -767,10 +813,11 @@ def build_html(
     if goals is None:
         top_table = configuration_table(frame, best(frame, top), metric_columns(frame))
         interim_note, interim_plot = _interim(frame, interim, go)
-        headings = SECTIONS
+        headings = SECTIONS | PBT_SECTIONS
         bodies = {
             "best-loss": _best_loss(frame, go),
             "top": _table(top_table) if len(top_table) else "<p>No evaluation completed.</p>",
+            **({"pbt": _schedules(frame, go)} if has_lineage(frame) else {}),
             "parallel": _parallel(frame, go),
             "parameters": _parameters(frame, go),
             "timeline": _timeline(frame, go),

@@ -2,7 +2,8 @@
 
 :func:`format_report` lists the best distinct configurations with their metrics, the evaluations per state
 and per island, the sessions, the throughput and each worker's utilization (the numbers of
-:mod:`propulate.report.summary`, defined there).
+:mod:`propulate.report.summary`, defined there); for a population-based training also its members and the
+schedule of the best member's state (:mod:`propulate.report.lineage`).
 
 With several objectives (:mod:`propulate.objectives`) the report lists, instead of the best configurations,
 the run's Pareto front (:func:`~propulate.report.fronts.pareto_front_rows`) and the hypervolume of the front
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .frame import FINISHED, metric_columns, require_pandas
 from .fronts import REFERENCE_MARGIN, hypervolume_history, objective_labels, objectives_of, pareto_front_rows
+from .lineage import best_schedule, has_lineage, member_summary
 from .summary import (
     best,
     configuration_table,
@@ -125,6 +127,9 @@ def format_report(
         front = pareto_front_rows(frame, goals)
         lines += _front_lines(frame, goals, front, FRONT_ROWS if top is None else top, reference)
 
+    if has_lineage(frame):
+        lines += _lineage_lines(frame)
+
     lines += ["", "Evaluations by state"]
     lines += _indent(status_counts(frame).rename_axis(None).to_string())
     on_island, in_all = repeated(frame)
@@ -173,6 +178,17 @@ def format_report(
         table["utilization"] = table["utilization"].map(lambda u: f"{100.0 * u:.1f} %")
         lines += _indent(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     return "\n".join(lines) + "\n"
+
+
+def _lineage_lines(frame: pd.DataFrame) -> list[str]:
+    """Population-based training: the members, and the schedule that trained the best member's state."""
+    lines = ["", "Population-based training: members (intervals, steps reached, exploits, losses)"]
+    lines += _indent(member_summary(frame).reset_index().to_string(index=False, float_format=_number))
+    schedule = best_schedule(frame)
+    if len(schedule):
+        lines += ["", "Schedule of the best member's state (its intervals and those it was copied from)"]
+        lines += _indent(schedule.to_string(index=False, float_format=_number))
+    return lines
 
 
 def _front_lines(

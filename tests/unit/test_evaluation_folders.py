@@ -861,3 +861,75 @@ def test_committed_tells_each_folder_s_latest_state(tmp_path) -> None:
     folders.end()
     (tmp_path / "evaluations" / "stray").mkdir()  # not an evaluation folder
     assert readings == [{9: (0, 1)}, {9: (0, 2)}, {9: (2, 1)}]
+
+
+# ---------------------------------------------------------------------------- inheritance, step budget
+
+
+class Seeding(evaluations.Inheritance):
+    """Starts every evaluation from a state after 2 epochs of ``w = 1``, for 2 epochs more; keeps all."""
+
+    def seed(self, ind: Individual, folder: Path) -> Resume | None:
+        (folder / "step-00000002.000000").mkdir(parents=True)
+        (folder / "step-00000002.000000" / "state.json").write_text(json.dumps({"epoch": 2, "w": 1.0}))
+        (folder / "interim.json").write_text(json.dumps([{"loss": 0.5, "metrics": {}}] * 2))
+        return Resume([(0.5, {})] * 2, 2, "step-00000002.000000", 4)
+
+    def until(self, ind: Individual) -> int:
+        return 4
+
+    def keep(self, ind: Individual, folder: Path, island) -> bool:
+        return True
+
+
+def test_an_inherited_state_is_continued_until_the_step_budget(make_evaluator, tmp_path) -> None:
+    training = Training()
+    evaluator = make_evaluator(training)
+    assert evaluator.folders is not None
+    evaluator.folders.inheritance = Seeding()
+    ind = individual(uid=7, x=0.4)
+    outcome = attempt(evaluator, ind, redo=False)
+    # Epochs 2 and 3 trained from the seeded state; the generator is ended after step 4, completed.
+    assert training.trained == [2, 3]
+    assert (outcome.status, outcome.steps) == (Status.COMPLETED, 4)
+    assert outcome.loss == pytest.approx(1.0 + 0.4 / 3 + 0.4 / 4)
+    folder = evaluator.folders.folder(7)
+    assert step_names(folder) == ["step-00000004"]  # the last step's state is committed
+    conclude(evaluator.folders, ind, outcome, [])
+    assert folder.is_dir(), "the inheritance keeps the folder"
+    # Attempted again, the step budget comes from the inheritance.
+    assert evaluator.folders.prepare(ind, redo=True).until == 4
+
+
+def test_without_inheritance_nothing_is_seeded_and_there_is_no_budget(tmp_path) -> None:
+    folders = EvaluationFolders(tmp_path, root=True)
+    assert folders.prepare(individual(uid=3), redo=False) is None
+    null = evaluations.Inheritance()
+    assert null.until(individual()) == 0 and not null.keep(individual(), tmp_path, [])
+
+
+def test_sweep_keeps_inheritable_folders(tmp_path) -> None:
+    base = tmp_path / "evaluations"
+    for name in ("1", "2", ".retired-3"):
+        (base / name).mkdir(parents=True)
+        (base / name / evaluations.INHERITABLE).touch()
+    (base / "4").mkdir()
+    assert sweep(tmp_path, [], [], 0) == 2
+    assert sorted(os.listdir(base)) == ["1", "2"]
+
+
+def test_a_budget_spent_before_a_stop_completes_and_is_not_trained_again(make_evaluator, tmp_path) -> None:
+    """A stop at the budget's last commit: completed there; an attempt of a spent budget trains nothing."""
+    training = Training(stop_at=3)  # the stop arrives during the last step of the budget
+    evaluator = make_evaluator(training, stop_soon=training.stop_soon)
+    assert evaluator.folders is not None
+    evaluator.folders.inheritance = Seeding()
+    ind = individual(uid=8, x=0.4)
+    outcome = attempt(evaluator, ind, redo=False)
+    assert (outcome.status, outcome.steps, training.trained) == (Status.COMPLETED, 4, [2, 3])
+    again = Training()
+    evaluator = make_evaluator(again)
+    evaluator.folders.inheritance = Seeding()
+    outcome = attempt(evaluator, ind, redo=True)  # as after a job killed before the result was stored
+    assert (outcome.status, outcome.steps, again.trained) == (Status.COMPLETED, 4, [])
+    assert outcome.loss == pytest.approx(1.0 + 0.4 / 3 + 0.4 / 4)

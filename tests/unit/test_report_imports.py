@@ -19,7 +19,7 @@ PACKAGE = REPO / "propulate"
 REPORT = PACKAGE / "report"
 
 #: The modules of ``propulate/report/``, lowest layer first; a module imports only from lower layers.
-LAYERS = [{"frame"}, {"fronts"}, {"summary"}, {"text", "prepare"}, {"plots", "html"}]
+LAYERS = [{"frame"}, {"fronts"}, {"summary", "lineage"}, {"text", "prepare"}, {"plots", "html"}]
 
 
 def _imports_within_report(path: Path) -> set[str]:

@@ -1,0 +1,141 @@
+"""Lineage: what each member of a population-based training did, and the schedule of the best state.
+
+Every individual of a population-based training is one interval of one member's training, and carries its
+place in the lineage as ``_``-prefixed entries (:class:`propulate.Individual`), which travel with it to the
+island's other workers, into the checkpoint and into the exported frame (:mod:`propulate.report.frame`):
+
+``_member``
+    The member (the island rank of the worker that trains it).
+``_interval``
+    The member's interval counter, from 0.
+``_start``, ``_until``
+    The steps (interim losses) the interval starts from and ends at: its state starts from the committed
+    state after ``_start`` steps, and it is trained up to step ``_until``.
+``_parent``
+    The ``uid`` of the interval whose committed state it starts from (the member's previous interval, or
+    the donor's latest); ``-1`` for a member's first interval, which starts from nothing.
+``_donor``
+    The member it copied state and configuration from at its start (an exploit); ``-1`` if it continued
+    its own training.
+``_previous``
+    The ``uid`` of the member's previous interval (``-1`` for its first).
+``_unavailable``
+    Only where an exploit found its donor's state gone (:mod:`propulate.pbt.states`): the donor; the
+    interval then starts from the member's own state (``_donor`` is ``-1``) with the explored configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..individual import Individual, Status
+
+__all__ = [
+    "DONOR",
+    "INTERVAL",
+    "MEMBER",
+    "PARENT",
+    "PREVIOUS",
+    "START",
+    "UNAVAILABLE",
+    "UNTIL",
+    "Segment",
+    "ancestry",
+    "histories",
+    "schedule",
+]
+
+MEMBER = "_member"
+INTERVAL = "_interval"
+START = "_start"
+UNTIL = "_until"
+PARENT = "_parent"
+DONOR = "_donor"
+PREVIOUS = "_previous"
+UNAVAILABLE = "_unavailable"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One interval of a training: the configuration it was trained with, and its result.
+
+    Attributes
+    ----------
+    start, until : int
+        The steps it started from and ended at.
+    params : dict[str, Any]
+        The configuration.
+    loss : float
+        The interval's last interim loss.
+    member : int
+        The member that trained it.
+    donor : int
+        The member whose state and configuration it started from (an exploit), else ``-1``.
+    uid : int
+        The individual that recorded it.
+    """
+
+    start: int
+    until: int
+    params: dict[str, Any]
+    loss: float
+    member: int
+    donor: int
+    uid: int
+
+
+def _segment(ind: Individual) -> Segment:
+    extras = ind.extras
+    return Segment(
+        extras[START], extras[UNTIL], ind.params(), ind.loss, extras[MEMBER], extras[DONOR], ind.uid
+    )
+
+
+def histories(individuals: Iterable[Individual]) -> dict[int, list[Segment]]:
+    """Return each member's completed intervals in the order it trained them, by member."""
+    members: dict[int, list[Individual]] = {}
+    for ind in individuals:
+        if MEMBER in ind.extras and ind.status is Status.COMPLETED:
+            members.setdefault(ind.extras[MEMBER], []).append(ind)
+    return {
+        member: [_segment(ind) for ind in sorted(inds, key=lambda ind: ind.extras[INTERVAL])]
+        for member, inds in sorted(members.items())
+    }
+
+
+def ancestry(individuals: Iterable[Individual], uid: int) -> list[Segment]:
+    """Return the intervals whose training led to the state of interval ``uid``, first first.
+
+    Follows ``_parent`` back to a first interval: across members where a member exploited another. The
+    configurations of the segments, each for its steps, are the schedule that trained that state
+    (:func:`schedule`).
+
+    Raises
+    ------
+    KeyError
+        If ``uid`` or one of its ancestors is not among ``individuals`` (a worker released it from memory,
+        or it was never evaluated).
+    """
+    by_uid = {ind.uid: ind for ind in individuals}
+    chain = []
+    while uid >= 0:
+        ind = by_uid[uid]
+        chain.append(_segment(ind))
+        uid = ind.extras[PARENT]
+    return chain[::-1]
+
+
+def schedule(individuals: Iterable[Individual]) -> list[Segment]:
+    """Return the schedule that trained the best member's state: its ancestry (:func:`ancestry`).
+
+    The best member is the one whose latest completed interval has the lowest loss. Returns an empty list
+    when no interval completed.
+    """
+    pool = list(individuals)
+    finals = [history[-1] for history in histories(pool).values()]
+    if not finals:
+        return []
+    best = min(finals, key=lambda segment: segment.loss)
+    return ancestry(pool, best.uid)

@@ -1,0 +1,187 @@
+"""Population-based training under mpiexec: intervals counted, states traced from donor to member.
+
+The program (programs/pbt_run.py) trains one number per member; each interval records the number it
+started from and the one it ended with, so the test follows every state through the lineage: an interval
+that exploited starts from exactly the number its donor's latest interval committed, one that continued
+from exactly its own previous one, and every rank of a multi-rank member loaded the same. Each worker root
+logs every step it trains, so the test counts steps: none trained twice, none missing, also after a stop.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from propulate import load_checkpoint
+from propulate.pbt import histories, schedule
+from propulate.report import load_dataframe
+
+from .conftest import REPO
+
+GENERATIONS = 4
+INTERVAL = 2
+
+
+def run(launcher, tmp_path: Path, n: int, *args: str, timeout: float = 120.0):
+    ckpt = str(tmp_path / "ckpt")
+    out = launcher("pbt_run.py", n, "--checkpoint", ckpt, *args, timeout=timeout)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
+    return (json.loads(lines[0][len("RESULT ") :]) if lines else None), out
+
+
+def steps_trained(tmp_path: Path) -> Counter:
+    """How often each (uid, step) was trained, from the worker roots' logs."""
+    counts: Counter = Counter()
+    for log in (tmp_path / "ckpt").glob("steps-*.log"):
+        for line in log.read_text().splitlines():
+            uid, step = line.split()
+            counts[int(uid), int(step)] += 1
+    return counts
+
+
+def check(result, tmp_path: Path, workers: int, keep: int = 3, repeated: int = 0) -> int:
+    """Assert the lineage, the traced states and the steps; return how many intervals exploited.
+
+    ``repeated``: how many steps may have been trained twice (a job killed in the middle of a step).
+    """
+    inds = {ind["uid"]: ind for ind in result["individuals"]}
+    assert len(inds) == workers * GENERATIONS
+    members: dict[int, list[int]] = {}
+    exploits = 0
+    for ind in inds.values():
+        extras, metrics = ind["extras"], ind["metrics"]
+        assert ind["status"] == "COMPLETED", ind
+        members.setdefault(extras["_member"], []).append(extras["_interval"])
+        assert ind["steps"] == extras["_until"] == extras["_start"] + INTERVAL, ind
+        assert metrics["agree"] == 1.0, f"the ranks of member {extras['_member']} loaded different states"
+        if extras["_parent"] < 0:
+            assert extras["_interval"] == 0 and extras["_start"] == 0 and metrics["start"] == 0.0
+            continue
+        parent = inds[extras["_parent"]]
+        # The state an interval started from is exactly the one its parent committed last.
+        assert metrics["start"] == parent["metrics"]["w"], (ind, parent)
+        assert extras["_start"] == parent["extras"]["_until"]
+        if extras["_donor"] >= 0:
+            exploits += 1
+            assert parent["extras"]["_member"] == extras["_donor"] != extras["_member"]
+        else:
+            assert extras["_parent"] == extras["_previous"], ind
+            assert parent["extras"]["_member"] == extras["_member"]
+            # Continued with its configuration, unless the donor's state was gone (explored, own state).
+            assert ind["lr"] == parent["lr"] or extras.get("_unavailable", -1) >= 0, ind
+    assert sorted(members) == list(range(workers))
+    assert all(sorted(intervals) == list(range(GENERATIONS)) for intervals in members.values()), members
+    trained = steps_trained(tmp_path)
+    assert sum(count - 1 for count in trained.values()) <= repeated, [k for k, c in trained.items() if c > 1]
+    expected = {
+        (uid, s) for uid, ind in inds.items() for s in range(ind["extras"]["_start"] + 1, ind["steps"] + 1)
+    }
+    assert set(trained) == expected
+    # Each member keeps the states of its latest `keep` intervals, and nothing else is left.
+    kept = Counter(inds[int(name)]["extras"]["_member"] for name in result["folders"])
+    assert all(result["folders"].values()), result["folders"]
+    assert all(count <= keep for count in kept.values()), kept
+    return exploits
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_members_exploit_donors_committed_states(mpirun, tmp_path, n):
+    result, out = run(mpirun, tmp_path, n, "--generations", str(GENERATIONS), "--interval", str(INTERVAL))
+    assert result is not None, out.stdout[-3000:]
+    assert check(result, tmp_path, n) >= 1, "no member exploited another"
+    # The lineage is in the checkpoint, read without MPI, and in the exported frame.
+    population = load_checkpoint(tmp_path / "ckpt").population
+    best = schedule(population)
+    assert best[0].start == 0 and all(a.until == b.start for a, b in itertools.pairwise(best))
+    assert best[-1].loss == min(history[-1].loss for history in histories(population).values())
+    frame = load_dataframe(tmp_path / "ckpt").set_index("uid")
+    for ind in result["individuals"]:
+        row = frame.loc[ind["uid"]]
+        for key in ("_member", "_interval", "_parent", "_donor", "_start", "_until"):
+            assert row[f"user_attrs_{key}"] == ind["extras"][key]
+
+
+def test_two_rank_members_all_load_the_donors_state(mpirun, tmp_path):
+    result, out = run(mpirun, tmp_path, 4, "--ranks-per-worker", "2", "--keep", "2")
+    assert result is not None, out.stdout[-3000:]
+    assert check(result, tmp_path, 2, keep=2) >= 1, "no member exploited another"
+
+
+@pytest.mark.parametrize(("n", "ranks_per_worker"), [(2, 1), (4, 2)])
+def test_three_stops_continue_every_member_from_its_last_commit(mpirun, tmp_path, n, ranks_per_worker):
+    extra = ["--ranks-per-worker", str(ranks_per_worker)]
+    done = 0
+    for stop in ("1:0", "2:0", "3:0"):  # member 0's interval and step within it, one per job
+        stopped, out = run(mpirun, tmp_path, n, "--stop-at", stop, *extra)
+        assert "SIGTERM received" in out.stdout, (stop, out.stdout[-3000:])
+        pending = [ind for inds in load_checkpoint(tmp_path / "ckpt").pending.values() for ind in inds]
+        assert pending, f"the stop at {stop} interrupted no interval"
+        assert done <= len(stopped["individuals"]) < n // ranks_per_worker * GENERATIONS
+        done = len(stopped["individuals"])
+    last, out = run(mpirun, tmp_path, n, *extra)
+    assert last is not None, out.stdout[-3000:]
+    # Every step of every member trained once over the four jobs, each interval from its parent's state.
+    check(last, tmp_path, n // ranks_per_worker)
+
+
+def test_a_killed_run_loses_at_most_the_step_under_way_per_member(mpirun, mpilaunch, tmp_path):
+    killed, out = run(mpilaunch, tmp_path, 4, "--stop-at", "1:0", "--kill", "--step-seconds", "0.1")
+    assert out.returncode != 0 and killed is None
+    second, out = run(mpirun, tmp_path, 4)
+    assert second is not None, out.stdout[-3000:]
+    check(second, tmp_path, 4, repeated=4)
+
+
+@pytest.mark.torch
+def test_the_tutorial_prints_the_best_schedule_lineage_and_epochs(mpirun, tmp_path):
+    """tutorials/pbt_example.py: 2 members of 2 DDP ranks, 3 intervals of 1 epoch of 5 batches each."""
+    pytest.importorskip("torchvision")
+    tutorials = REPO / "tutorials"
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), str(tutorials)]), "PROPULATE_DATA_CACHE": str(tmp_path)}
+    args = ["--checkpoint", str(tmp_path / "ckpt"), "--generations", "3", "--train-batches", "5"]
+    out = mpirun(tutorials / "pbt_example.py", 4, *args, "--verbosity", "0", timeout=300, env=env).stdout
+    assert "Schedule of the best member's network" in out, out[-3000:]
+    assert re.search(r"^  member 0: .*\n  member 1: ", out, flags=re.MULTILINE), out[-3000:]
+    assert "Epochs trained in all: 6 (this job)" in out
+    population = load_checkpoint(tmp_path / "ckpt").population
+    assert sorted(len(history) for history in histories(population).values()) == [3, 3]
+    best = schedule(population)
+    assert best[-1].until >= 3 and f"(validation loss {best[-1].loss:.4f})" in out
+
+
+def test_a_failing_member_copies_the_best_and_blocks_nobody(mpirun, tmp_path):
+    result, out = run(mpirun, tmp_path, 4, "--fail", "1:1")
+    assert result is not None, out.stdout[-3000:]
+    assert "this member's interval fails" in out.stdout
+    inds = {ind["uid"]: ind for ind in result["individuals"]}
+    assert len(inds) == 4 * GENERATIONS, "every member trained all its intervals, the failed one counted"
+    (failed,) = [ind for ind in inds.values() if ind["status"] == "FAILED"]
+    assert (failed["extras"]["_member"], failed["extras"]["_interval"]) == (1, 1)
+    (after,) = [i for i in inds.values() if (i["extras"]["_member"], i["extras"]["_interval"]) == (1, 2)]
+    assert after["status"] == "COMPLETED" and after["extras"]["_donor"] not in (-1, 1), after
+    donor = inds[after["extras"]["_parent"]]
+    assert after["metrics"]["start"] == donor["metrics"]["w"] and donor["extras"]["_member"] != 1
+
+
+def test_migration_of_members_is_refused_on_every_rank(mpilaunch, tmp_path):
+    args = ["--num-islands", "2", "--migration-probability", "0.5"]
+    result, out = run(mpilaunch, tmp_path, 2, *args)
+    assert out.returncode != 0 and result is None
+    assert out.stdout.count("migration_prob: population-based training runs one population per island") == 2
+
+
+def test_each_island_runs_its_own_population(mpirun, tmp_path):
+    result, out = run(mpirun, tmp_path, 4, "--num-islands", "2")
+    assert result is not None, out.stdout[-3000:]
+    inds = {ind["uid"]: ind for ind in result["individuals"]}
+    assert {ind["island"] for ind in inds.values()} == {0}
+    assert len(inds) == 2 * GENERATIONS
+    for ind in inds.values():  # every parent, hence every donor, is of the same island
+        parent = ind["extras"]["_parent"]
+        assert parent < 0 or inds[parent]["metrics"]["w"] == ind["metrics"]["start"], ind
