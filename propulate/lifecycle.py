@@ -76,9 +76,10 @@ RELEASE_AFTER = 1.0
 #: applies): every rank then raises within about this time plus what its finishing takes.
 FAILURE_GRACE = 20.0
 
-#: How much longer than the last one a step of a committing evaluation may take before the time limit:
-#: it stops at its commit if the next step, this many times as long, would not end in time (a step slowed
-#: by a loaded node would otherwise run into the interruption and be trained again on resume).
+#: How much longer than expected a step or an evaluation may take before the time limit: a committing
+#: evaluation stops at its commit if the next step, this many times as long as the last, would not end in
+#: time, and a worker starts no evaluation that would not end in time if it took this many times the mean
+#: (one slowed by a loaded node would otherwise run into the interruption, its work lost or trained again).
 STEP_MARGIN = 1.5
 
 # What frees a main thread blocked in C code inside the loss function (see on_release).
@@ -470,7 +471,7 @@ class StopCoordinator:
 
         ``expected_evaluation`` is how long the next evaluation takes, seconds (0 for one that commits its
         state: it starts whenever there is time left and stops at the commit whose next step would not end
-        in time).
+        in time); it must end before the moment of interruption with :data:`STEP_MARGIN` times that.
         """
         self.check()
         request = self.alarm.stop_request  # another worker's, relayed by the alarm, or this one's
@@ -479,7 +480,7 @@ class StopCoordinator:
         if self.reason is None:
             if self.conditions.reason is not None:
                 self.request(self.conditions.reason)
-            elif self.conditions.out_of_time(expected_evaluation):
+            elif self.conditions.out_of_time(STEP_MARGIN * expected_evaluation):
                 self.request("the time limit is near")
         return self.reason is not None
 

@@ -44,8 +44,9 @@ def test_the_time_limit_stops_before_an_evaluation_that_would_not_end_in_time() 
     stops.begin(MPI.COMM_SELF, MPI.COMM_SELF)
     try:
         with stops.conditions:
-            assert not stops.should_stop(1.0)
-            assert stops.should_stop(95.0)
+            # Interrupted at 90 s (a margin of 10 %): an evaluation starts if 1.5 times its mean ends before.
+            assert not stops.should_stop(1.0) and not stops.should_stop(55.0)
+            assert stops.should_stop(65.0), "65 s fit before the interruption, 1.5 times 65 s do not"
             assert stops.reason == "the time limit is near"
             assert stops.stop_soon(95.0 / STEP_MARGIN)
     finally:
