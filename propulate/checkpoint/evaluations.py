@@ -344,6 +344,8 @@ class EvaluationFolders:
         Only an individual evaluated again after an interruption (``redo``) is looked up, so a first
         evaluation costs no file system access (unless the :class:`Inheritance` places a state).
         """
+        if not redo and type(self.inheritance).seed is Inheritance.seed:
+            return None  # nothing to read, nothing placed: the folder's name is not even built
         folder = self.folder(ind.uid)
         if not redo or not folder.is_dir():
             return self.inheritance.seed(ind, folder)
