@@ -360,6 +360,9 @@ class Mailbox:
             if message is None:
                 if self._requests and MPI.Request.Testsome(self._requests):
                     self._completed = True  # the buffers are released at the next _release()
+                    # Completed requests are null now: drop them, so that each test costs O(sends in flight)
+                    # rather than O(sends since the last release), up to a window per destination.
+                    self._requests = [request for request in self._requests if request]
                     idle = 0
                 else:
                     idle += 1
