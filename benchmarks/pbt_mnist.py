@@ -20,7 +20,13 @@ once), and every method trains ``ranks * budget`` epochs in all. Each job runs t
 
 - ``best``: the lowest validation loss after any epoch of any network of the run;
 - ``epochs``: the epochs the run trained in all;
-- ``at best``: how many epochs the run had trained, on all workers together, when the best was reached.
+- ``at best``: how many epochs the run had trained, on all workers together, when the best was reached;
+- ``curve``: the run's best validation loss so far after each of its epochs (all workers together, in the
+  order the epochs ended).
+
+A second table asks which method gets there first: for each method's median best loss as a target, the
+epochs each method's runs trained (all workers together) until their best so far reached it, median and
+interquartile range over the runs that did, and how many did.
 
 Per method the table gives the median and interquartile range of each over the seeds, and the two-sided
 Mann-Whitney U test's p of PBT's best losses against each other method's (scipy). A network of PBT trains
@@ -205,6 +211,7 @@ def run(args: argparse.Namespace, method: str, seed: int, directory: Path) -> di
         "best": losses[best],
         "epochs": len(losses),
         "at_best": best + 1,
+        "curve": [float(v) for v in np.minimum.accumulate(losses)],
         "seconds": round(done.seconds, 1),
         "load": round(load, 2),
     }
@@ -238,6 +245,30 @@ def table(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def epochs_to(curve: list[float], target: float) -> int | None:
+    """Return the epochs a run trained until its best so far (``curve``) reached ``target``; None: never."""
+    reached = np.flatnonzero(np.asarray(curve) <= target)
+    return int(reached[0]) + 1 if reached.size else None
+
+
+def race(results: list[dict[str, Any]]) -> str:
+    """Return, per method's median best loss as a target, the epochs each method needed to reach it."""
+    by_method = {m: [r for r in results if r["method"] == m] for m in METHODS}
+    present = [m for m, runs in by_method.items() if runs]
+    targets = {m: float(np.median([r["best"] for r in by_method[m]])) for m in present}
+    header = " | ".join(f"to {m}'s median best {targets[m]:.4f}" for m in present)
+    lines = [f"| method | {header} |", "| --- |" + " --- |" * len(present)]
+    for method in present:
+        cells = []
+        for target in targets.values():
+            epochs = [epochs_to(r["curve"], target) for r in by_method[method]]
+            reached = [e for e in epochs if e is not None]
+            text = spread(reached, "{:.0f}") if reached else "never"
+            cells.append(f"{text} ({len(reached)} of {len(epochs)})")
+        lines.append(f"| {method} | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     args = parse_arguments()
     if args.job is not None:
@@ -252,6 +283,8 @@ def main() -> None:
                 results.append(run(args, method, seed, directory))
                 print(json.dumps(results[-1]), flush=True)
         print(table(results))
+        print()
+        print(race(results))
         print(f"{len(results)} runs in {time.perf_counter() - began:.0f} s, load {os.getloadavg()}")
     finally:
         if args.keep:

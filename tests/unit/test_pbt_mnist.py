@@ -63,3 +63,17 @@ def test_the_table_gives_medians_and_pbts_p_against_each():
     lines = bench.table(results).splitlines()
     assert lines[2] == "| pbt | 5 | 0.3000 [0.2000, 0.4000] | 32 [32, 32] | 10 [10, 10] |  |"
     assert lines[3].startswith("| asha | 5 | 1.3000 [1.2000, 1.4000] |") and lines[3].endswith("| 0.008 |")
+
+
+def test_the_race_counts_the_epochs_until_each_methods_median_best():
+    curves = {"pbt": [0.9, 0.5, 0.2, 0.1], "asha": [0.8, 0.4, 0.4, 0.4], "default": [1.0, 0.9, 0.9, 0.9]}
+    results = [
+        {"method": method, "best": curve[-1], "curve": curve, "epochs": 4, "at_best": 2}
+        for method, curve in curves.items()
+    ]
+    assert bench.epochs_to(curves["pbt"], 0.4) == 3 and bench.epochs_to(curves["default"], 0.4) is None
+    lines = bench.race(results).splitlines()
+    assert lines[0].startswith("| method | to pbt's median best 0.1000 | to asha's median best 0.4000 |")
+    assert lines[2] == "| pbt | 4 [4, 4] (1 of 1) | 3 [3, 3] (1 of 1) | 1 [1, 1] (1 of 1) |"
+    assert lines[3] == "| asha | never (0 of 1) | 2 [2, 2] (1 of 1) | 1 [1, 1] (1 of 1) |"
+    assert lines[4] == "| default | never (0 of 1) | never (0 of 1) | 2 [2, 2] (1 of 1) |"
