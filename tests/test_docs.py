@@ -53,6 +53,7 @@ def _expected_anchors() -> dict[str, str]:
         "propulate.errors",
         "propulate.checkpoint",
         "propulate.propagators",
+        "propulate.trackers",
         "propulate.utils",
         "propulate.utils.benchmark_functions",
         "propulate.utils.distributed",
