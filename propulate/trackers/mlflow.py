@@ -35,7 +35,7 @@ from .base import EvaluationRecord, SearchInfo, Tracker, check_timeout, require
 __all__ = ["MLflowTracker"]
 
 _STATUSES = {"COMPLETE": "FINISHED", "PRUNED": "KILLED", "FAIL": "FAILED"}
-# MLflow's limits on one log_batch call, and on a param's and a tag's value.
+# MLflow's limits on one log_batch call (params, and entries in all), and on a param's and a tag's value.
 _BATCH_METRICS, _BATCH_PARAMS, _PARAM_CHARS, _TAG_CHARS = 1000, 100, 6000, 5000
 
 
@@ -240,10 +240,12 @@ class MLflowTracker(Tracker):
             for step, wall_time, values in record.points()
             for key, value in values.items()
         ]
-        for i in range(0, max(len(params), 1), _BATCH_PARAMS):
-            client.log_batch(run_id, params=params[i : i + _BATCH_PARAMS])
-        for i in range(0, len(metrics), _BATCH_METRICS):
-            client.log_batch(run_id, metrics=metrics[i : i + _BATCH_METRICS])
+        # As few calls as MLflow's limits allow: each is a round trip (or a database commit).
+        while params or metrics:
+            some_params, params = params[:_BATCH_PARAMS], params[_BATCH_PARAMS:]
+            room = _BATCH_METRICS - len(some_params)
+            some_metrics, metrics = metrics[:room], metrics[room:]
+            client.log_batch(run_id, metrics=some_metrics, params=some_params)
         client.set_terminated(run_id, _STATUSES[record.state], end_time=_ms(record.finished))
 
     def finish(self, stop_reason: str | None) -> None:

@@ -164,6 +164,7 @@ class Tracking:
     def __init__(self, trackers: Sequence[Tracker] = ()) -> None:
         self.trackers = tuple(trackers)
         self.threads: list[TrackerThread] = []
+        self._unrecorded = 0  # evaluations whose record could not be made
 
     def __bool__(self) -> bool:
         return bool(self.trackers)
@@ -177,7 +178,13 @@ class Tracking:
         """Queue an evaluation for every tracker; ``record`` makes its record (called if there are any)."""
         if not self.threads:
             return
-        made = record()
+        try:
+            made = record()
+        except Exception as err:  # a bug of this library's own must not end the search either
+            if not self._unrecorded:
+                log.warning(f"Trackers: an evaluation could not be recorded, nor will similar ones: {err!r}")
+            self._unrecorded += 1
+            return
         for thread in self.threads:
             thread.put(made)
 

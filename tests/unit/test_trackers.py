@@ -347,3 +347,47 @@ def test_mlflow_on_a_closed_port_fails_fast_and_the_others_hear_it(tmp_path, mon
     with pytest.raises(RuntimeError, match="could not create the parent run"):
         MLflowTracker(uri).start(search_info(tmp_path, worker_index=1, token="c"))
     assert time.monotonic() - began < 5
+
+
+def test_a_record_that_cannot_be_made_warns_once_and_the_loop_goes_on(tmp_path, caplog):
+    tracker = Recording()
+    tracking = Tracking([tracker])
+    tracking.start(search_info(tmp_path))
+
+    def broken() -> EvaluationRecord:
+        raise KeyError("losses")
+
+    with caplog.at_level(logging.WARNING, "propulate"):
+        tracking.evaluated(broken)
+        tracking.evaluated(broken)
+        tracking.evaluated(lambda: record(5))
+        tracking.close(None)
+    assert sum("could not be recorded" in r.getMessage() for r in caplog.records) == 1
+    assert tracker.calls == [("start", 0), ("log", 5), ("finish", None)]
+
+
+def test_mlflow_logs_large_evaluations_in_as_few_batches_as_its_limits_allow(tmp_path):
+    pytest.importorskip("mlflow")
+
+    class Client:
+        def __init__(self):
+            self.batches, self.ended = [], []
+
+        def create_run(self, experiment_id, start_time, tags, run_name):
+            return type("Run", (), {"info": type("Info", (), {"run_id": "r"})()})()
+
+        def log_batch(self, run_id, metrics, params):
+            self.batches.append((len(params), len(metrics)))
+
+        def set_terminated(self, run_id, status, end_time):
+            self.ended.append(status)
+
+    limits = {f"p{k}": (0.0, 1.0) for k in range(150)}
+    ind = Individual({name: 0.5 for name in limits}, limits)
+    ind.uid, ind.status, ind.loss, ind.evaltime = 1, Status.PRUNED, 0.5, 10.0
+    made = EvaluationRecord.of(ind, [(1.0 / k, {}) for k in range(1, 1001)])
+    tracker = MLflowTracker()
+    tracker._client, tracker._search, tracker.parent_run_id = Client(), search_info(tmp_path), "p"
+    tracker.log_evaluation(made)
+    assert tracker._client.batches == [(100, 900), (50, 100)]  # 150 params, 1,000 steps' losses
+    assert tracker._client.ended == ["KILLED"]
