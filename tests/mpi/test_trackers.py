@@ -1,8 +1,9 @@
 """Trackers under mpiexec: TensorBoard and MLflow hold one run per evaluation, equal to the checkpoint's.
 
 Each evaluation is logged once, by the first rank of the worker that finished it (2-rank workers), across
-islands with migration and across a resume; a tracker that cannot write (an unwritable folder, a tracking
-URI on a closed port) warns and the run completes in normal time.
+islands with migration and across a resume that evaluates an interrupted evaluation again; a tracker that
+cannot write (an unwritable folder, a tracking URI on a closed port) warns and the run completes in normal
+time.
 """
 
 from __future__ import annotations
@@ -122,9 +123,13 @@ def test_every_evaluation_is_one_run_in_tensorboard_and_mlflow(mpirun, tmp_path,
     # n = 4: two 2-rank workers on two islands that migrate; n = 2: one 2-rank worker, resumed once.
     checkpoint = tmp_path / "ckpt"
     islands = str(n // 2)
-    first = run(mpirun, checkpoint, n, "--generations", "6", "--num-islands", islands)
+    stop = ("--stop-at", "4") if n == 2 else ()  # the first session stops during its 4th evaluation
+    first = run(mpirun, checkpoint, n, "--generations", "6", "--num-islands", islands, *stop)
     assert "Tracker" not in first.stdout, first.stdout  # no tracker warned
     if n == 2:  # the search resumes: the parent run continues, no evaluation is logged twice
+        waiting = load_dataframe(checkpoint, include_interrupted=True)
+        redone = waiting.loc[waiting["state"] == "WAITING", "uid"].tolist()
+        assert len(redone) == 1, waiting  # interrupted: not logged now, evaluated again and logged on resume
         run(mpirun, checkpoint, n, "--generations", "10", "--num-islands", islands)
     frame, curves = expected(checkpoint)
     assert len(frame) == (10 if n == 2 else 6) * (n // 2)
@@ -139,6 +144,7 @@ def test_every_evaluation_is_one_run_in_tensorboard_and_mlflow(mpirun, tmp_path,
             [e.experiment_id for e in client.search_experiments()], "tags.propulate.sessions = '2'"
         )
         assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+        assert redone[0] in frame["uid"].tolist()
 
 
 def closed_port() -> int:

@@ -2,14 +2,17 @@
 
 The loss function is a generator of three interim losses, pruned by a static surrogate; each worker's
 second evaluation of a session fails at its second step (on every rank of the worker), so that every state
-(completed, pruned, failed) is logged. Each rank prints
-``SECONDS <s>``: how long ``propulate()`` took.
+(completed, pruned, failed) is logged. With ``--stop-at n``, the first rank signals its own stop during its
+``n``-th evaluation, which is interrupted, and evaluated again and logged once when the search resumes.
+Each rank prints ``SECONDS <s>``: how long ``propulate()`` took.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import signal
 import time
 
 from mpi4py import MPI
@@ -27,6 +30,7 @@ parser.add_argument("--ranks-per-worker", type=int, default=1)
 parser.add_argument("--tensorboard", help="the log folder; default: in the checkpoint")
 parser.add_argument("--mlflow", help="the tracking URI; default: in the checkpoint")
 parser.add_argument("--flush-timeout", type=float, default=60.0)
+parser.add_argument("--stop-at", type=int, default=0, help="first rank: SIGTERM during its n-th evaluation")
 args = parser.parse_args()
 
 set_logger_config(log_to_stdout=True, log_rank=True, colors=False)
@@ -43,6 +47,8 @@ def loss(params, comm=None):
         time.sleep(0.01)
         if step == 2 and calls == 2:
             raise ValueError("x too large")
+        if step == 1 and calls == args.stop_at and MPI.COMM_WORLD.rank == 0:
+            os.kill(os.getpid(), signal.SIGTERM)  # the job ends; this evaluation is interrupted
         yield {"loss": (params["x"] ** 2 + params["n"]) / step, "accuracy": 1.0 / (params["n"] + step)}
 
 
@@ -62,6 +68,7 @@ islands = Islands(
     ranks_per_worker=args.ranks_per_worker,
     surrogate_factory=StaticSurrogate,
     trackers=trackers,
+    grace_period=0,
 )
 began = time.monotonic()
 islands.propulate(debug=0)
