@@ -52,27 +52,25 @@ class TrackerThread:
     def __init__(self, tracker: Tracker, search: SearchInfo, capacity: int = QUEUE_CAPACITY) -> None:
         self.tracker, self.search = tracker, search
         self.name = type(tracker).__name__
+        self.handed = 0  # records handed to the tracker's queue (or dropped)
         self.logged = 0  # records the tracker took
-        self.lost = 0  # records it failed on, dropped, or never got to
         self.first_error: str | None = None
         self._failures = 0  # in a row
         self._disabled = threading.Event()
         self._queue: queue.Queue[object] = queue.Queue(capacity)
         self._dropping = False
         self._closed = False
-        self._lock = threading.Lock()  # guards the counters, written by both threads
         self._thread = threading.Thread(target=self._serve, name=f"propulate-{self.name}", daemon=True)
         self._thread.start()
 
     def put(self, record: EvaluationRecord) -> None:
         """Queue ``record``; never blocks: a record that finds the queue full, or the tracker off, is lost."""
+        self.handed += 1
         if self._disabled.is_set():
-            self._lose(1)
             return
         try:
             self._queue.put_nowait(record)
         except queue.Full:
-            self._lose(1)
             if not self._dropping:
                 self._dropping = True
                 log.warning(
@@ -95,10 +93,14 @@ class TrackerThread:
         self._thread.join(max(0.0, timeout))
         return not self._thread.is_alive()
 
+    @property
+    def lost(self) -> int:
+        """Records the tracker has not logged (yet): failed, dropped, or still queued."""
+        return self.handed - self.logged
+
     def abandon(self) -> None:
-        """Stop calling the tracker; count what is still queued as lost."""
+        """Stop calling the tracker (it finishes the call under way, if any)."""
         self._disabled.set()
-        self._lose(self._queue.qsize())
 
     def _serve(self) -> None:
         if not self._call(self.tracker.start, self.search):
@@ -111,15 +113,12 @@ class TrackerThread:
                     self._call(self.tracker.finish, reason)
                 return
             if self._disabled.is_set():
-                self._lose(1)
                 continue
             assert isinstance(item, EvaluationRecord)
             if self._call(self.tracker.log_evaluation, item):
-                with self._lock:
-                    self.logged += 1
+                self.logged += 1  # written by this thread only
                 self._failures = 0
             else:
-                self._lose(1)
                 self._failures += 1
                 if self._failures >= MAX_FAILURES:
                     log.warning(
@@ -146,10 +145,6 @@ class TrackerThread:
                 log.debug(f"Tracker {self.name} failed in {name}(): {text}")
             return False
         return True
-
-    def _lose(self, count: int) -> None:
-        with self._lock:
-            self.lost += count
 
 
 class Tracking:
