@@ -391,3 +391,14 @@ def test_mlflow_logs_large_evaluations_in_as_few_batches_as_its_limits_allow(tmp
     tracker.log_evaluation(made)
     assert tracker._client.batches == [(100, 900), (50, 100)]  # 150 params, 1,000 steps' losses
     assert tracker._client.ended == ["KILLED"]
+
+
+def test_record_of_several_objectives_logs_each_as_the_loss_function_returned_it():
+    from propulate.objectives import Objectives
+
+    objectives = Objectives.of({"error": "minimize", "accuracy": "maximize"})
+    ind = Individual({"x": 0.25, "n": 3, "opt": "sgd"}, LIMITS)
+    ind.uid, ind.status, ind.loss, ind.losses, ind.evaltime = 3, Status.COMPLETED, 0.2, (0.2, -0.9), 5.0
+    made = EvaluationRecord.of(ind, [(0.4, {}), (0.2, {})], objectives)
+    assert made.values == {"error": 0.2, "accuracy": 0.9}
+    assert made.points()[-1] == (2, 5.0, {"loss": 0.2, "error": 0.2, "accuracy": 0.9})
