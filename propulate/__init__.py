@@ -81,6 +81,7 @@ _SUBMODULES = frozenset(
         "run_results",
         "space",
         "surrogate",
+        "trackers",
         "utils",
     }
 )

@@ -83,6 +83,9 @@ class Evaluation:
         library refused its setup (e.g. two ranks of a worker on one GPU), which every evaluation would hit.
     losses : tuple of float or None
         With several objectives, one minimized loss each (``loss`` is the first); ``None`` otherwise.
+    interim : list of (float, dict[str, float])
+        On the worker's root, for a generator loss function: the loss and metrics of each step, step ``k``
+        at index ``k - 1`` (those of an earlier attempt too, when the evaluation continued from one).
     """
 
     loss: float
@@ -93,6 +96,7 @@ class Evaluation:
     steps: int = 0
     misconfigured: bool = False
     losses: tuple[float, ...] | None = None
+    interim: list[tuple[float, dict[str, float]]] = field(default_factory=list)
 
     def apply_to(self, ind: Individual) -> None:
         """Note the outcome on the individual evaluated: loss, losses, status, metrics, times, error."""
@@ -431,8 +435,9 @@ class Evaluator:
         run.steps = run.until
         if run.root:
             run.loss, run.metrics = run.interim[run.until - 1]
+            run.curve = run.interim[: run.until]
         period = time.perf_counter() - start
-        return Evaluation(run.loss, Status.COMPLETED, run.metrics, period, steps=run.steps)
+        return Evaluation(run.loss, Status.COMPLETED, run.metrics, period, steps=run.steps, interim=run.curve)
 
     def _attempt(self, ind: Individual, run: _Run, start: float) -> Evaluation:
         root = run.root
@@ -489,8 +494,9 @@ class Evaluator:
             )
         period = time.perf_counter() - start
         return Evaluation(
-            run.loss, status, run.metrics, period, run.error, run.steps, run.misconfigured, run.losses
-        )
+            run.loss, status, run.metrics, period, run.error, run.steps, run.misconfigured, run.losses,
+            run.curve,
+        )  # fmt: skip
 
     def _follow(self, stream: Iterator[Any], ind: Individual, run: _Run) -> int:
         """Take interim losses from ``stream`` until some rank has a reason to stop; the combined flags.
@@ -687,6 +693,8 @@ class _Run:
         self.folders: EvaluationFolders | None = None  # the evaluation folders, when there are any
         #: The interim losses known to the root, with their metrics: an earlier attempt's, then this one's.
         self.interim: list[tuple[float, dict[str, float]]] = []
+        #: The root's interim losses with their metrics at steps 1, 2, ... of the evaluation (for trackers).
+        self.curve: list[tuple[float, dict[str, float]]] = []
         self.yielded = 0  # interim losses taken in this attempt
         self.until = 0  # the interim loss after which the evaluation ends (Resume.until); 0: at its end
         self.committed_at = time.monotonic()  # when the state was last committed (or the attempt began)
@@ -705,6 +713,9 @@ class _Run:
             self.interpret(interim)
             if self.steps <= len(self.interim):
                 self.loss, self.metrics = self.interim[self.steps - 1]
+            if self.yielded == 1:  # the steps before this attempt's first, as an earlier one reported them
+                self.curve = self.interim[: self.steps - 1]
+            self.curve.append((self.loss, self.metrics))
 
     def finish(self, result: Any) -> None:
         """Record what a plain loss function returned."""
@@ -718,6 +729,7 @@ class _Run:
             self.steps = self.start_step()
             if self.root and self.steps > 0:
                 self.loss, self.metrics = self.interim[self.steps - 1]
+                self.curve = self.interim[: self.steps]
         if self.root and self.steps == 0:
             self.fail("loss_fn is a generator that yielded nothing; expected interim losses")
         self.flags |= _Step.EXHAUSTED

@@ -88,6 +88,9 @@ class Islands:
         Evaluation folders kept after the run; see :class:`Propulator`.
     objectives : None, int, sequence of str, or mapping of str to {"minimize", "maximize"}
         Several objectives; see :class:`Propulator` and :mod:`propulate.objectives`.
+    trackers : Tracker or sequence of Tracker, optional
+        Experiment trackers (TensorBoard, MLflow) called on each worker's first rank after each of its
+        evaluations; see :class:`Propulator` and :doc:`/trackers`.
 
     Attributes
     ----------
@@ -130,6 +133,7 @@ class Islands:
         failure_timeout: float = 300.0,
         keep_best_folders: int = 0,
         objectives: Any = None,
+        trackers: Any = None,
     ) -> None:
         check_probability("migration_probability", migration_probability)
         world = MPI.COMM_WORLD
@@ -185,6 +189,7 @@ class Islands:
             keep_best_folders=keep_best_folders,
             objectives=objectives,
             layout=layout,
+            trackers=trackers,
         )
 
     def propulate(self, logging_interval: int = 10, debug: int = 1) -> None:

@@ -16,6 +16,7 @@ import itertools
 import logging
 import math
 import random
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -43,6 +44,8 @@ from .propagators.base import Propagator, SelectMax, SelectMin
 from .run_results import KEPT, RunResults, RunResultsMixin
 from .space import SearchSpace
 from .surrogate import NullSurrogate
+from .trackers.base import EvaluationRecord, SearchInfo, check_trackers
+from .trackers.runner import Tracking
 from .validation import check_int, check_probability
 from .wiring import Settings, compose
 
@@ -121,13 +124,18 @@ class Propulator(RunResultsMixin):
     layout : Layout, optional
         This rank's communicators and islands (:func:`propulate.mpi.layout.build_layout`), instead of the
         ones given one by one.
+    trackers : Tracker or sequence of Tracker, optional
+        Experiment trackers (:mod:`propulate.trackers`, e.g. TensorBoard, MLflow) that the worker's first
+        rank hands each of the worker's evaluations, in background threads; a failing tracker logs a
+        warning and never stops the run (:doc:`/trackers`).
 
     Raises
     ------
     ValueError
         For out-of-range arguments (named in the message).
     TypeError
-        If ``loss_fn`` or ``propagator`` is not callable, or ``loss_fn`` cannot take the worker communicator.
+        If ``loss_fn`` or ``propagator`` is not callable, ``loss_fn`` cannot take the worker communicator, or
+        ``trackers`` holds something that is no :class:`propulate.trackers.Tracker`.
     propulate.checkpoint.CheckpointError
         On every rank, if the checkpoint in ``checkpoint_path`` cannot be used (a file cannot be read, or it
         was made for another search space).
@@ -171,8 +179,10 @@ class Propulator(RunResultsMixin):
         keep_best_folders: int = 0,
         objectives: Any = None,
         layout: Layout | None = None,
+        trackers: Any = None,
     ) -> None:
         self.generations = check_int("generations", generations, -1)
+        chosen_trackers = check_trackers(trackers)
         self.objectives = Objectives.of(objectives)
         if check_int("keep_best_folders", keep_best_folders, 0, f"an int in [0, {KEPT}]") > KEPT:
             raise ValueError(f"keep_best_folders: expected an int in [0, {KEPT}], got {keep_best_folders!r}")
@@ -232,6 +242,8 @@ class Propulator(RunResultsMixin):
         self._started = 0  # evaluations this worker started in this session
         self._collisions_likely = False  # whether announcements are confirmed in any space (see _claim)
         self._space: SearchSpace | None = None  # the search space, once known
+        # Trackers run on the worker's root only, each session in threads of their own (see _begin_session).
+        self._tracking = Tracking(chosen_trackers if self.is_worker_root else ())
         self._load_checkpoint(failure)
 
     @property
@@ -402,7 +414,29 @@ class Propulator(RunResultsMixin):
             # Whether workers of the island may well breed the same configuration at once (see _claim).
             self._collisions_likely = isinstance(self.propagator, Propagator) and self.propagator.replicated
             self._progress.begin(self.state.population)
+            self._start_tracking()
         return error
+
+    def _start_tracking(self) -> None:
+        """Begin the trackers' session; collective over the roots (the session's token, from the first)."""
+        token = self._world.bcast(secrets.token_hex(8) if self._world.rank == 0 else None, root=0)
+        if not self._tracking:
+            return
+        objectives = ("loss",) if self.objectives is None else self.objectives.names
+        search = SearchInfo(
+            str(self.checkpoint_path.resolve()),
+            str(token),
+            self.checkpoint_path,
+            tuple(objectives),
+            self._session.session,
+            self.island_idx,
+            self.island_rank,
+            self._world.rank,
+            self._world.size,
+            len(self.island_counts),
+            self._worker.size,
+        )
+        self._tracking.start(search)
 
     def _snapshot(self, force: bool = False) -> None:
         """Hand the checkpoint this worker's state; only the latest is written, so at most a few per flush."""
@@ -429,11 +463,12 @@ class Propulator(RunResultsMixin):
             if ind is None:
                 stops.request(self._breeder.exhausted_text())
                 break
-            self._evaluate(ind, debug, redo)
+            interim = self._evaluate(ind, debug, redo)
             if ind.status is Status.INTERRUPTED:  # left pending in the checkpoint: evaluated again on resume
                 stops.request(stops.reason or stops.conditions.reason or "an evaluation was interrupted")
                 break
             self._store(ind)
+            self._tracking.evaluated(lambda: EvaluationRecord.of(ind, interim, self.objectives))  # noqa: B023
             if self.migration.wants_to_emigrate() and stops.reason is None:
                 self._emigrate(debug)
             self.generation += not redo
@@ -495,8 +530,8 @@ class Propulator(RunResultsMixin):
         self._collisions_likely |= claim.repeated  # the propagator repeats: confirm from now on
         return claim.granted
 
-    def _evaluate(self, ind: Individual, debug: int, redo: bool) -> None:
-        """Evaluate ``ind`` on every rank of the worker and note the outcome on it."""
+    def _evaluate(self, ind: Individual, debug: int, redo: bool) -> list[tuple[float, dict[str, float]]]:
+        """Evaluate ``ind`` on every rank of the worker and note the outcome on it; its interim losses."""
         if ind.uid < 0:
             ind.uid = self._session.mint_uid()
         ind.status = Status.PENDING
@@ -519,6 +554,7 @@ class Propulator(RunResultsMixin):
             log.info(
                 f"Island {self.island_idx}, worker {self.island_rank}, generation {self.generation}: {ind}"
             )
+        return outcome.interim
 
     def _store(self, ind: Individual) -> None:
         """Store this worker's evaluation (paying owed replacements); stop the run on a failure if asked."""
@@ -577,6 +613,7 @@ class Propulator(RunResultsMixin):
         self._link.finish(self._drain_step)
         self._snapshot(force=True)
         self._session.close()
+        self._tracking.close(self._stops.reason)
         if self.migration.owed_replacements:
             log.warning(
                 f"Island {self.island_idx}: {self.migration.owed_replacements} pollinator(s) found no active "

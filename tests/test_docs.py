@@ -4,7 +4,8 @@ The build runs Sphinx in a subprocess, as CI does (``python -m sphinx -W --keep-
 so autodoc imports this checkout of propulate. "Lists" means the API page documents the object: Sphinx gives
 every documented class, function and value an HTML anchor named by its full name, under the module that
 defines it (``propulate.propagators.ga.PointMutation``), except the package's own names
-(``propulate.Islands``) and the surrogates (``propulate.surrogate.StaticSurrogate``).
+(``propulate.Islands``), the surrogates (``propulate.surrogate.StaticSurrogate``) and the trackers
+(``propulate.trackers.MLflowTracker``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def _expected_anchors() -> dict[str, str]:
         # The surrogates are documented under the package users import them from.
         for name in surrogate.__all__:
             expected[f"propulate.surrogate.{name}"] = f"propulate.surrogate.{name}"
+    # So are the trackers.
+    for name in importlib.import_module("propulate.trackers").__all__:
+        expected[f"propulate.trackers.{name}"] = f"propulate.trackers.{name}"
     return expected
 
 

@@ -152,6 +152,7 @@ BAD_INPUT = {
     "time-limit": "time_limit",
     "grace-period": "grace_period",
     "mutation-probability": "mutation_prob",
+    "trackers": "trackers",
 }
 
 

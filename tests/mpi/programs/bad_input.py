@@ -80,6 +80,8 @@ def build(case: str) -> None:
         get_default_propagator(4, good_limits, mutation_prob=-0.1, rng=rng)
     elif case == "loss-signature":
         Islands(lambda params: 0.0, get_default_propagator(4, good_limits, rng=rng), rng, ranks_per_worker=2)
+    elif case == "trackers":
+        Islands(sphere, get_default_propagator(4, good_limits, rng=rng), rng, trackers=["tensorboard"])
     else:
         raise SystemExit(f"unknown case {case}")
 
