@@ -16,7 +16,6 @@ import itertools
 import logging
 import math
 import random
-import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,10 +43,10 @@ from .propagators.base import Propagator, SelectMax, SelectMin
 from .run_results import KEPT, RunResults, RunResultsMixin
 from .space import SearchSpace
 from .surrogate import NullSurrogate
-from .trackers.base import EvaluationRecord, SearchInfo, check_trackers
+from .trackers.base import EvaluationRecord, check_trackers
 from .trackers.runner import Tracking
 from .validation import check_int, check_probability
-from .wiring import Settings, compose
+from .wiring import Settings, compose, start_tracking
 
 __all__ = ["Propulator"]
 
@@ -414,29 +413,9 @@ class Propulator(RunResultsMixin):
             # Whether workers of the island may well breed the same configuration at once (see _claim).
             self._collisions_likely = isinstance(self.propagator, Propagator) and self.propagator.replicated
             self._progress.begin(self.state.population)
-            self._start_tracking()
+            at = (self._world, self.layout, self.checkpoint_path, self.objectives, self._session.session)
+            start_tracking(self._tracking, *at, self.island_rank)
         return error
-
-    def _start_tracking(self) -> None:
-        """Begin the trackers' session; collective over the roots (the session's token, from the first)."""
-        token = self._world.bcast(secrets.token_hex(8) if self._world.rank == 0 else None, root=0)
-        if not self._tracking:
-            return
-        objectives = ("loss",) if self.objectives is None else self.objectives.names
-        search = SearchInfo(
-            str(self.checkpoint_path.resolve()),
-            str(token),
-            self.checkpoint_path,
-            tuple(objectives),
-            self._session.session,
-            self.island_idx,
-            self.island_rank,
-            self._world.rank,
-            self._world.size,
-            len(self.island_counts),
-            self._worker.size,
-        )
-        self._tracking.start(search)
 
     def _snapshot(self, force: bool = False) -> None:
         """Hand the checkpoint this worker's state; only the latest is written, so at most a few per flush."""

@@ -9,6 +9,7 @@ checkpoint session (:class:`RootParts`), in which the other ranks of a multi-ran
 from __future__ import annotations
 
 import random
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +32,8 @@ from .pbt import PopulationBasedTraining
 from .progress import Progress, progress_interval
 from .propagators.base import Propagator, SelectMax, SelectMin, SelectParetoBest, SelectParetoWorst
 from .surrogate import Surrogate
+from .trackers.base import SearchInfo
+from .trackers.runner import Tracking
 
 __all__ = ["Parts", "RootParts", "Settings", "compose"]
 
@@ -230,3 +233,29 @@ def _join_islands(
         settings.keep_best_folders,
     )
     return RootParts(island, world, link, progress, policy, session)
+
+
+def start_tracking(
+    tracking: Tracking,
+    world: MPI.Comm,
+    layout: Layout,
+    checkpoint_path: Path,
+    objectives: Objectives | None,
+    session: int,
+    worker: int,
+) -> None:
+    """Begin a worker root's trackers for a session; collective over all worker roots.
+
+    The first root draws the session's token (:attr:`~propulate.trackers.SearchInfo.token`) and every root
+    takes it, with trackers or without, so that no root waits for one that has none. ``session`` is the
+    checkpoint's session number, ``worker`` the root's index in its island.
+    """
+    token = world.bcast(secrets.token_hex(8) if world.rank == 0 else None, root=0)
+    if not tracking:
+        return
+    names = ("loss",) if objectives is None else tuple(objectives.names)
+    where = (layout.island_index, worker, world.rank, world.size, len(layout.island_counts))
+    path = Path(checkpoint_path)
+    tracking.start(
+        SearchInfo(str(path.resolve()), str(token), path, names, session, *where, layout.worker_comm.size)
+    )
