@@ -377,6 +377,8 @@ class Propulator(RunResultsMixin):
         exact = isolated and self.objectives is None and self.surrogate_factory is None
         retained = retention(self._breeder.pool, exact, self._folders.keep_best, KEPT)
         self.state.restore(part.population, retained)
+        if self.island_rank == 0:  # takes in the island's immigrants: also those a resume delivered
+            self._folders.arrived(self.state.population, self.state.population)
         if part.state is not None:
             self.rng.setstate(part.state.rng)
             if isinstance(self.propagator, Propagator):
@@ -450,6 +452,10 @@ class Propulator(RunResultsMixin):
                 self.state.told(arrival.runs, arrival.deactivated)
                 self._breeder.hear(arrival.source, arrival.said, time.monotonic())
             elif isinstance(arrival, Immigrants):
+                # States that travel with the immigrants are taken over before the island hears of them.
+                self._folders.arrived(
+                    arrival.travellers, itertools.chain(self.state.population, arrival.travellers)
+                )
                 replaced = self.migration.immigrate(
                     arrival.travellers, self.state.population, arrival.origin, debug >= 3
                 )
@@ -538,6 +544,7 @@ class Propulator(RunResultsMixin):
         departed: list[int] = []
         population, mint = self.state.population, self._session.mint_uid
         for sent in self.migration.emigrate(population, self.island_rank, mint, debug >= 3):
+            self._folders.departed(sent.travellers, sent.emigrants, population)
             self.state.departed(sent.travellers, sent.target)
             self._link.emigrate(int(self.island_displs[sent.target]), self.island_idx, sent.travellers)
             departed += sent.departed
@@ -575,6 +582,7 @@ class Propulator(RunResultsMixin):
         if self._progress.counting:
             self._progress.report()
         self._link.finish(self._drain_step)
+        self._folders.close(self.state.population)  # every immigrant was taken in: leases are lifted
         self._snapshot(force=True)
         self._session.close()
         if self.migration.owed_replacements:

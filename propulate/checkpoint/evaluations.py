@@ -178,7 +178,11 @@ class Inheritance:
     - :meth:`until` before an evaluation's later attempt: the interim loss at which it ends;
     - :meth:`keep` after a completed evaluation: whether its folder stays, for later evaluations to start
       from; a kept folder holds the :data:`INHERITABLE` file, and the keeper removes it when it is no
-      longer needed.
+      longer needed;
+    - :meth:`depart` when an individual leaves for another island, on the worker that sends it, and
+      :meth:`arrive` when it arrives, on the first worker of its new island, before the island hears of it:
+      a state on the shared file system travels with it by reference and is taken over on arrival;
+    - :meth:`close` at the end of a run, once every island took in its immigrants.
     """
 
     def seed(self, ind: Individual, folder: Path) -> Resume | None:
@@ -198,6 +202,26 @@ class Inheritance:
         The default keeps none (beyond what ``keep_best_folders`` keeps).
         """
         return False
+
+    def depart(
+        self, traveller: Individual, emigrant: Individual, folder: Path, island: Iterable[Individual]
+    ) -> None:
+        """Prepare ``traveller``, a copy of ``emigrant`` (whose folder is ``folder``), to leave its island.
+
+        It may add entries to the traveller, which is sent as it is afterwards, and keep on disk what the
+        new island will take over. ``island`` holds the island's individuals. The default does nothing.
+        """
+
+    def arrive(self, traveller: Individual, folder: Path, island: Iterable[Individual]) -> None:
+        """Take in ``traveller``, arrived from another island; ``folder`` is its own evaluation folder.
+
+        Also called on a resume for every individual of the restored population (one caught in flight by
+        the end of the last job is delivered then). ``island`` holds the island's individuals, ``traveller``
+        included. The default does nothing.
+        """
+
+    def close(self, base: Path, island: Iterable[Individual]) -> None:
+        """End of the run: remove what is no longer needed of the folders in ``base``. Nothing by default."""
 
 
 class EvaluationCheckpoint:
@@ -468,6 +492,26 @@ class EvaluationFolders:
             self.settle(island)
         else:
             _remove(folder)
+
+    def departed(
+        self, travellers: list[Individual], emigrants: list[Individual], island: Iterable[Individual]
+    ) -> None:
+        """Worker root: ``travellers``, copies of ``emigrants``, leave (:meth:`Inheritance.depart`)."""
+        pool = list(island)
+        for traveller, emigrant in zip(travellers, emigrants, strict=True):
+            self.inheritance.depart(traveller, emigrant, self.folder(emigrant.uid), pool)
+
+    def arrived(self, travellers: Iterable[Individual], island: Iterable[Individual]) -> None:
+        """Island's first worker: ``travellers`` arrived (:meth:`Inheritance.arrive`), untold yet."""
+        if type(self.inheritance).arrive is Inheritance.arrive:
+            return
+        pool = list(island)
+        for traveller in travellers:
+            self.inheritance.arrive(traveller, self.folder(traveller.uid), pool)
+
+    def close(self, island: Iterable[Individual]) -> None:
+        """Worker root, at the end of a run: let the inheritance remove what nobody needs any more."""
+        self.inheritance.close(self.base, island)
 
     def settle(self, best: Iterable[Individual]) -> None:
         """Worker root: remove the kept folders of individuals no longer among the ``keep_best`` best.

@@ -22,6 +22,22 @@ island's other workers, into the checkpoint and into the exported frame (:mod:`p
 ``_unavailable``
     Only where an exploit found its donor's state gone (:mod:`propulate.pbt.states`): the donor; the
     interval then starts from the member's own state (``_donor`` is ``-1``) with the explored configuration.
+``_donor_island``
+    Only where the donor was a migrant: the island it came from (``_donor`` is its member there).
+
+A member's latest interval may travel to another island (migration or pollination,
+:mod:`propulate.migration`): the traveller is a copy (a uid of its own, ``migration_steps`` above 0) that
+keeps the entries above, which name its member and intervals on its own island, and carries two more:
+
+``_state``
+    The uid of the evaluation folder that holds its committed state: the emigrant's while it travels, its
+    own once its new island took the state over (:meth:`~propulate.pbt.states.MemberStates.arrive`); ``-1``
+    when none could be kept.
+``_curve``
+    Its member's results, ``[step, loss]`` per completed interval, by step: what the new island ranks it by.
+
+On its new island a migrant is no member (nobody trains it) but a donor that members may exploit; the
+member's history stays with its own island (:func:`histories` leaves migrants out).
 """
 
 from __future__ import annotations
@@ -33,17 +49,21 @@ from typing import Any
 from ..individual import Individual, Status
 
 __all__ = [
+    "CURVE",
     "DONOR",
+    "DONOR_ISLAND",
     "INTERVAL",
     "MEMBER",
     "PARENT",
     "PREVIOUS",
     "START",
+    "STATE",
     "UNAVAILABLE",
     "UNTIL",
     "Segment",
     "ancestry",
     "histories",
+    "migrant",
     "schedule",
 ]
 
@@ -55,6 +75,14 @@ PARENT = "_parent"
 DONOR = "_donor"
 PREVIOUS = "_previous"
 UNAVAILABLE = "_unavailable"
+DONOR_ISLAND = "_donor_island"
+STATE = "_state"
+CURVE = "_curve"
+
+
+def migrant(ind: Individual) -> bool:
+    """Whether ``ind`` came from another island: a copy of another island's interval, not a member's own."""
+    return ind.migration_steps > 0
 
 
 @dataclass(frozen=True)
@@ -94,10 +122,10 @@ def _segment(ind: Individual) -> Segment:
 
 
 def histories(individuals: Iterable[Individual]) -> dict[int, list[Segment]]:
-    """Return each member's completed intervals in the order it trained them, by member."""
+    """Return each member's completed intervals in the order it trained them, by member; no migrant."""
     members: dict[int, list[Individual]] = {}
     for ind in individuals:
-        if MEMBER in ind.extras and ind.status is Status.COMPLETED:
+        if MEMBER in ind.extras and ind.status is Status.COMPLETED and not migrant(ind):
             members.setdefault(ind.extras[MEMBER], []).append(ind)
     return {
         member: [_segment(ind) for ind in sorted(inds, key=lambda ind: ind.extras[INTERVAL])]

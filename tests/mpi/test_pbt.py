@@ -175,11 +175,95 @@ def test_a_failing_member_copies_the_best_and_blocks_nobody(mpirun, tmp_path):
     assert after["metrics"]["start"] == donor["metrics"]["w"] and donor["extras"]["_member"] != 1
 
 
-def test_migration_of_members_is_refused_on_every_rank(mpilaunch, tmp_path):
-    args = ["--num-islands", "2", "--migration-probability", "0.5"]
-    result, out = run(mpilaunch, tmp_path, 2, *args)
-    assert out.returncode != 0 and result is None
-    assert out.stdout.count("migration_prob: population-based training runs one population per island") == 2
+def check_islands(result, tmp_path: Path, islands: int, members: int, keep: int = 3) -> int:
+    """Assert every island's lineage, the states traced across islands, the steps and the folders left.
+
+    Returns how many intervals exploited a migrant.
+    """
+    by_island = {int(j): {ind["uid"]: ind for ind in inds} for j, inds in result["islands"].items()}
+    assert sorted(by_island) == list(range(islands))
+    owners: dict[int, tuple] = {}  # folder uid -> whose states it counts among
+    every_own = {}
+    migrant_exploits = 0
+    for j, inds in by_island.items():
+        own = {uid: ind for uid, ind in inds.items() if ind["migration_steps"] == 0}
+        assert {ind["island"] for ind in own.values()} == {j}
+        intervals: dict[int, list[int]] = {}
+        for ind in inds.values():
+            extras, metrics = ind["extras"], ind["metrics"]
+            assert ind["status"] == "COMPLETED", ind
+            assert "_unavailable" not in extras, f"a state was gone before it was copied: {ind}"
+            if ind["migration_steps"] > 0:  # a migrant: its state taken over into its own folder
+                assert ind["island"] != j and extras["_state"] == ind["uid"], ind
+                owners[ind["uid"]] = ("migrant", j, ind["island"], extras["_member"])
+                continue
+            owners[ind["uid"]] = ("own", j, extras["_member"])
+            intervals.setdefault(extras["_member"], []).append(extras["_interval"])
+            assert ind["steps"] == extras["_until"] == extras["_start"] + INTERVAL, ind
+            assert metrics["agree"] == 1.0, f"the ranks of member {extras['_member']} loaded different states"
+            if extras["_parent"] < 0:
+                assert extras["_interval"] == 0 and extras["_start"] == 0 and metrics["loaded"] == 0.0
+                continue
+            parent = inds[extras["_parent"]]
+            # The state an interval started from is exactly the one its parent committed last (checksums).
+            assert metrics["loaded"] == parent["metrics"]["saved"] != 0.0, (ind, parent)
+            assert metrics["start"] == parent["metrics"]["w"], (ind, parent)
+            assert extras["_start"] == parent["extras"]["_until"]
+            if parent["migration_steps"] > 0:
+                migrant_exploits += 1
+                origin_island = parent["island"]
+                assert extras["_donor_island"] == origin_island != j, ind
+                assert extras["_donor"] == parent["extras"]["_member"], ind
+                # The migrant carried the state its member committed last on its own island.
+                (emigrant,) = [
+                    other
+                    for other in by_island[origin_island].values()
+                    if other["migration_steps"] == 0
+                    and other["extras"]["_member"] == parent["extras"]["_member"]
+                    and other["extras"]["_interval"] == parent["extras"]["_interval"]
+                ]
+                assert emigrant["metrics"]["saved"] == parent["metrics"]["saved"], (emigrant, parent)
+            elif extras["_donor"] >= 0:
+                assert parent["extras"]["_member"] == extras["_donor"] != extras["_member"], ind
+                assert "_donor_island" not in extras
+            else:  # continued its own training, also when its latest interval had left the island
+                assert extras["_parent"] == extras["_previous"], ind
+                assert parent["extras"]["_member"] == extras["_member"] and ind["lr"] == parent["lr"], ind
+        assert sorted(intervals) == list(range(members)), intervals
+        assert all(sorted(found) == list(range(GENERATIONS)) for found in intervals.values()), intervals
+        every_own.update(own)
+    trained = steps_trained(tmp_path)
+    assert all(count == 1 for count in trained.values()), [k for k, c in trained.items() if c > 1]
+    expected = {
+        (uid, s)
+        for uid, ind in every_own.items()
+        for s in range(ind["extras"]["_start"] + 1, ind["steps"] + 1)
+    }
+    assert set(trained) == expected
+    # At most `keep` states per member of an island, and per member of another island that sent migrants;
+    # every folder left is an inheritable state, and no pin or lease is left behind.
+    kept = Counter(owners[int(name)] for name in result["folders"])
+    assert all(result["folders"].values()), result["folders"]
+    assert all(count <= keep for count in kept.values()), kept
+    assert result["pins"] == []
+    return migrant_exploits
+
+
+@pytest.mark.parametrize(
+    ("n", "ranks_per_worker", "pollination"),
+    [(4, 1, 1), (4, 1, 0), (8, 2, 1)],
+    ids=["pollination", "migration", "2-rank"],
+)
+def test_members_exploit_migrants_from_the_other_island(mpirun, tmp_path, n, ranks_per_worker, pollination):
+    """2 islands; island 0 trains 50 times slower, so its bottom members copy the migrants of island 1."""
+    args = ["--num-islands", "2", "--migration-probability", "1.0", "--handicap"]
+    args += ["--pollination", str(pollination), "--ranks-per-worker", str(ranks_per_worker)]
+    result, out = run(mpirun, tmp_path, n, *args, timeout=240.0)
+    assert result is not None, out.stdout[-3000:]
+    members = n // ranks_per_worker // 2
+    assert check_islands(result, tmp_path, 2, members) >= 1, "no member exploited a migrant"
+    migrants = [ind for ind in result["islands"]["1"] if ind["migration_steps"] > 0]
+    assert migrants and all(ind["island"] == 0 for ind in migrants), "island 0 sent no member"
 
 
 def test_each_island_runs_its_own_population(mpirun, tmp_path):
