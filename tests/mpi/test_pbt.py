@@ -275,3 +275,16 @@ def test_each_island_runs_its_own_population(mpirun, tmp_path):
     for ind in inds.values():  # every parent, hence every donor, is of the same island
         parent = ind["extras"]["_parent"]
         assert parent < 0 or inds[parent]["metrics"]["w"] == ind["metrics"]["start"], ind
+
+
+def test_two_islands_stopped_twice_resume_with_their_migrants(mpirun, tmp_path):
+    """SIGTERM in the middle of island 0's intervals, twice; each job resumes the members and the migrants."""
+    args = ["--num-islands", "2", "--migration-probability", "1.0", "--handicap"]
+    for stop in ("1:0", "2:0"):
+        _, out = run(mpirun, tmp_path, 4, "--stop-at", stop, *args)
+        assert "SIGTERM received" in out.stdout, (stop, out.stdout[-3000:])
+        pending = [ind for inds in load_checkpoint(tmp_path / "ckpt").pending.values() for ind in inds]
+        assert pending, f"the stop at {stop} interrupted no interval"
+    last, out = run(mpirun, tmp_path, 4, *args)
+    assert last is not None, out.stdout[-3000:]
+    check_islands(last, tmp_path, 2, 2)

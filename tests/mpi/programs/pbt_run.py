@@ -7,12 +7,14 @@ worse members tend to end an interval after better ones, which they then copy), 
 worker's first rank and yields the loss with the metrics ``w`` (after the step) and ``start`` (the ``w``
 the interval began from); with several ranks per worker every rank loads the state and ``agree`` says
 whether all loaded the same ``w``. The metrics ``loaded`` and ``saved`` are checksums (the first 48 bits
-of SHA-256, as floats) of the state file an interval loaded and of the one it committed last. Every worker
+of SHA-256, as floats) of the state file an interval started from and of the one it committed last (an
+interval continued after a stop knows, from its own state, which one it had started from). Every worker
 root appends ``uid step`` to ``steps-<rank>.log`` for each step it trained.
 
 ``--num-islands``, ``--migration-probability``, ``--pollination 0|1``: the island model. With
-``--handicap``, island 0 trains 50 times slower per step (and its steps take twice as long), so that its
-members rank below any member of another island and exploit the migrants that come from there.
+``--handicap``, island 0 trains 50 times slower per step, and its steps take twice as long as the slowest
+of another island, so that its members rank below any member of another island and exploit the migrants
+that come from there.
 
 ``--fail M:I``: member ``M``'s interval ``I`` raises before its first step, on every rank of its worker.
 
@@ -62,7 +64,7 @@ args = parser.parse_args()
 workers = world.size // args.ranks_per_worker
 island = world.rank // args.ranks_per_worker // (workers // args.num_islands)
 handicapped = args.handicap and island == 0
-slowdown, pace = (0.02, 2.0) if handicapped else (1.0, 1.0)
+slowdown = 0.02 if handicapped else 1.0
 checkpoint = Path(args.checkpoint)
 checkpoint.mkdir(parents=True, exist_ok=True)
 pids = world.allgather(os.getpid())
@@ -90,8 +92,10 @@ def loss_fn(params, comm=MPI.COMM_SELF):
         loaded = checksum(data)
         saved = json.loads(data)
         w, step = saved["w"], folders.step
-        # A state committed inside this interval (by an interrupted attempt) knows where the interval began.
-        start = saved["start"] if step > params["_start"] else w
+        if step > params["_start"]:  # committed inside this interval by an interrupted attempt: it knows
+            start, loaded = saved["start"], saved["origin"]
+        else:
+            start = w
     agree = float(len(set(comm.allgather(w))) == 1)
     if (params["_member"], params["_interval"]) == (fail_member, fail_interval):
         raise RuntimeError("this member's interval fails")
@@ -103,10 +107,11 @@ def loss_fn(params, comm=MPI.COMM_SELF):
             and step - params["_start"] == stop_step
         ):
             stop_job()
-        time.sleep(args.step_seconds * min(0.5 / params["lr"], 5.0) * pace)  # the worse, the slower
+        # The worse, the slower; a handicapped step twice as slow as the slowest of another island.
+        time.sleep(args.step_seconds * (10.0 if handicapped else min(0.5 / params["lr"], 5.0)))
         w += params["lr"] * slowdown * (3.0 - w)
         step += 1
-        data = json.dumps({"w": w, "start": start}).encode()
+        data = json.dumps({"w": w, "start": start, "origin": loaded}).encode()
         saved_sum = checksum(data)
         if comm.rank == 0:
             (folders.path / "w.json").write_bytes(data)
