@@ -76,6 +76,11 @@ INTERIM = "interim.json"
 PENDING = "pending"
 #: A file in an evaluation folder whose state later evaluations may start from: no sweep removes the folder.
 INHERITABLE = "inheritable"
+#: Files in an inheritable folder whose names start so pin it: its keeper does not remove it meanwhile. A
+#: pin is held while the state is copied, a lease (:data:`LEASE`, the uid of an individual follows) while
+#: the individual that will copy it travels (see :mod:`propulate.pbt.states`).
+PIN = ".pin-"
+LEASE = ".pin-migrant-"
 _STATE = re.compile(r"step-(\d+)\.(\d+)")
 
 _active: EvaluationFolders | None = None  # the folders of the evaluation under way, on this rank
@@ -549,7 +554,10 @@ def sweep(
     those of completed individuals whose loss is within the best ``keep_best`` of ``individuals``; removed
     are those of finished evaluations whose job ended before it could remove them, and of evaluations that
     never reached the checkpoint; never those that hold the :data:`INHERITABLE` file (their keeper removes
-    them). Run by the first worker root before any worker begins to evaluate.
+    them). Run by the first worker root before any worker begins to evaluate, so no state is being copied:
+    the pins that the end of the last job left in inheritable folders are removed, and so are leases
+    (:data:`LEASE`) of individuals that ``individuals`` does not hold or whose own folder holds their state
+    already (a lease of a traveller still to be taken over stays).
     """
     from ..individual import Status
 
@@ -564,12 +572,26 @@ def sweep(
         threshold = _kept_threshold(pool, keep_best)
         keep |= {str(ind.uid) for ind in pool if ind.status is Status.COMPLETED and ind.loss <= threshold}
     removed = 0
+    known = {str(ind.uid) for ind in pool}
     for name in names:
         inheritable = not name.startswith(".") and (base / name / INHERITABLE).exists()
         if name not in keep and (base / name).is_dir() and not inheritable:
             _remove(base / name)
             removed += 1
+        elif inheritable:
+            _unpin(base, name, known)
     return removed
+
+
+def _unpin(base: Path, name: str, known: set[str]) -> None:
+    """Remove the pins the end of a job left in the inheritable folder ``name``, and leases of no use."""
+    for entry in os.listdir(base / name):
+        if not entry.startswith(PIN):
+            continue
+        traveller = entry[len(LEASE) :] if entry.startswith(LEASE) else None
+        if traveller in known and not (base / traveller / INHERITABLE).exists():
+            continue  # its traveller is still to be taken over on its new island
+        (base / name / entry).unlink(missing_ok=True)
 
 
 def committed(checkpoint_path: str | Path) -> dict[int, tuple[int, int]]:

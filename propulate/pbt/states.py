@@ -51,7 +51,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint.evaluations import INHERITABLE, INTERIM, PENDING, Inheritance, Resume, states
+from ..checkpoint.evaluations import INHERITABLE, INTERIM, LEASE, PENDING, PIN, Inheritance, Resume, states
 from ..errors import PropulateError
 from ..individual import Individual, Status
 from ..validation import check_int
@@ -79,8 +79,6 @@ ATTEMPTS = 50
 PAUSE = 0.02
 _INCOMING = ".incoming"
 _RETIRED = ".retired-"
-#: The lease of a traveller on its emigrant's folder: a pin (its name starts so) until the state arrived.
-LEASE = ".pin-migrant-"
 
 
 class StateUnavailableError(PropulateError, OSError):
@@ -96,7 +94,7 @@ def _link_or_copy(source: str, target: str) -> None:
 
 def _pinned(folder: Path) -> bool:
     try:
-        return any(name.startswith(".pin-") for name in os.listdir(folder))
+        return any(name.startswith(PIN) for name in os.listdir(folder))
     except FileNotFoundError:
         return False
 
@@ -123,7 +121,7 @@ def transfer(source: Path, target: Path, pin: str) -> tuple[int, str, list[dict[
         If ``source`` holds no committed state, or could not be copied in :data:`ATTEMPTS` attempts (it is
         gone for good, or a file cannot be read: the message says which).
     """
-    marker = source / f".pin-{pin}"
+    marker = source / f"{PIN}{pin}"
     failure: OSError | None = None
     for _ in range(ATTEMPTS):
         try:

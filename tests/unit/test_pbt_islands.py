@@ -233,3 +233,14 @@ def test_the_first_worker_keeps_the_latest_migrants_of_each_member(tmp_path):
     (evaluations.folder(50) / ".pin-60").unlink()
     evaluations.close(island)
     assert sorted(int(name) for name in os.listdir(evaluations.base) if int(name) >= 50) == [51, 52, 53, 54]
+
+
+def test_a_resume_removes_the_pins_a_killed_job_left_and_keeps_leases_still_needed(tmp_path):
+    evaluations = folders(tmp_path)
+    committed_state(evaluations.folder(2), 4, 0.5)
+    for name in (".pin-30", ".pin-arrival-51", ".pin-migrant-50", ".pin-migrant-51", ".pin-migrant-52"):
+        (evaluations.folder(2) / name).touch()  # copies and travellers under way when the job was killed
+    committed_state(evaluations.folder(51), 4, 0.5)  # 51 arrived, 52 never reached the checkpoint
+    in_flight, arrived = migrant(50, 1, 0, 1, [[4, 0.4]], state=2), migrant(51, 1, 0, 1, [[4, 0.4]])
+    assert sweep(tmp_path / "ckpt", [], [in_flight, arrived], 0) == 0
+    assert pins(evaluations.folder(2)) == [".pin-migrant-50"]

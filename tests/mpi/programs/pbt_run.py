@@ -21,6 +21,10 @@ that come from there.
 ``--stop-at G:S``: when world rank 0 begins step ``S`` of its interval of generation ``G``, it sends SIGTERM
 to every rank (SIGKILL with ``--kill``, after waiting for a checkpoint flush).
 
+``--kill-in-copy``: the state holds a second file, and the first worker to copy another worker's state (an
+exploit) kills every rank with SIGKILL after the first file is linked, once a checkpoint flush noted the
+interval: the job dies in the middle of the copy, with the donor's folder pinned.
+
 Rank 0 prints one ``RESULT`` line: every individual of its island (uid, island, status, steps, loss, lr, its
 ``_`` entries, metrics and migration steps), the same for every island (``islands``, by island index), per
 evaluation folder left whether it is inheritable, and the pins left in any folder.
@@ -60,6 +64,7 @@ parser.add_argument("--num-islands", type=int, default=1)
 parser.add_argument("--migration-probability", type=float, default=0.0)
 parser.add_argument("--pollination", type=int, default=1)
 parser.add_argument("--handicap", action="store_true")
+parser.add_argument("--kill-in-copy", action="store_true")
 args = parser.parse_args()
 workers = world.size // args.ranks_per_worker
 island = world.rank // args.ranks_per_worker // (workers // args.num_islands)
@@ -73,11 +78,26 @@ fail_member, fail_interval = (int(x) for x in args.fail.split(":")) if args.fail
 log = open(checkpoint / f"steps-{world.rank}.log", "a")  # open for the whole run
 
 
-def stop_job() -> None:
-    if args.kill:
+def stop_job(kill: bool = args.kill) -> None:
+    if kill:
         time.sleep(1.0)  # the running interval is in the checkpoint by now
     for pid in [pid for pid in pids if pid != os.getpid()] + [os.getpid()]:
-        os.kill(pid, signal.SIGKILL if args.kill else signal.SIGTERM)
+        os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)
+
+
+mine: set[int] = set()  # the intervals this worker trained: the sources of its own continuations
+
+if args.kill_in_copy:
+    from propulate.pbt import states as pbt_states
+
+    link = pbt_states._link_or_copy
+
+    def link_then_die(source: str, target: str) -> None:
+        link(source, target)
+        if int(Path(source).parent.parent.name) not in mine:  # another worker's state: an exploit
+            stop_job(kill=True)
+
+    pbt_states._link_or_copy = link_then_die
 
 
 def checksum(data: bytes) -> float:
@@ -86,6 +106,7 @@ def checksum(data: bytes) -> float:
 
 def loss_fn(params, comm=MPI.COMM_SELF):
     folders = propulate.evaluation_checkpoint()
+    mine.add(folders.uid)
     w, step, start, loaded, saved_sum = 0.0, 0, 0.0, 0.0, 0.0
     if folders.latest is not None:
         data = (folders.latest / "w.json").read_bytes()
@@ -115,6 +136,8 @@ def loss_fn(params, comm=MPI.COMM_SELF):
         saved_sum = checksum(data)
         if comm.rank == 0:
             (folders.path / "w.json").write_bytes(data)
+            if args.kill_in_copy:
+                (folders.path / "more.bin").write_bytes(data)  # a copy is killed between the two
             print(folders.uid, step, file=log, flush=True)
         comm.barrier()  # every rank saved what it saves before the commit
         metrics = {"w": w, "start": start, "agree": agree, "loaded": loaded, "saved": saved_sum}
