@@ -506,8 +506,10 @@ class Propulator(RunResultsMixin):
         if ind.uid < 0:
             ind.uid = self._session.mint_uid()
         ind.status = Status.PENDING
-        self._session.started(ind)  # a note only: its row is written if a flush finds it running
+        # The folders first: placing a state may change the individual's entries (where a training
+        # starts), which the row of a running individual must carry, as a flush may write it any moment.
         resume = self._folders.prepare(ind, redo)
+        self._session.started(ind)  # a note only: its row is written if a flush finds it running
         if self._worker.size > 1:
             self._channel.send_task(ind, resume)
         with self._link.relaying.meanwhile():

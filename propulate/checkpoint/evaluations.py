@@ -553,11 +553,12 @@ def sweep(
     Kept are the folders of the individuals to evaluate again (``requeued`` uids) and, with ``keep_best``,
     those of completed individuals whose loss is within the best ``keep_best`` of ``individuals``; removed
     are those of finished evaluations whose job ended before it could remove them, and of evaluations that
-    never reached the checkpoint; never those that hold the :data:`INHERITABLE` file (their keeper removes
-    them). Run by the first worker root before any worker begins to evaluate, so no state is being copied:
-    the pins that the end of the last job left in inheritable folders are removed, and so are leases
-    (:data:`LEASE`) of individuals that ``individuals`` does not hold or whose own folder holds their state
-    already (a lease of a traveller still to be taken over stays).
+    never reached the checkpoint; of those that hold the :data:`INHERITABLE` file (their keeper removes them)
+    only the ones of individuals that ``individuals`` does not hold (the job was killed before their record
+    was written: nobody keeps them). Run by the first worker root before any worker begins to evaluate, so
+    no state is being copied: the pins that the end of the last job left in inheritable folders are
+    removed, and so are leases (:data:`LEASE`) of individuals that ``individuals`` does not hold or whose
+    own folder holds their state already (a lease of a traveller still to be taken over stays).
     """
     from ..individual import Status
 
@@ -575,7 +576,7 @@ def sweep(
     known = {str(ind.uid) for ind in pool}
     for name in names:
         inheritable = not name.startswith(".") and (base / name / INHERITABLE).exists()
-        if name not in keep and (base / name).is_dir() and not inheritable:
+        if name not in keep and (base / name).is_dir() and (not inheritable or name not in known):
             _remove(base / name)
             removed += 1
         elif inheritable:

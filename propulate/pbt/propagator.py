@@ -152,7 +152,7 @@ class PopulationBasedTraining(Propagator):
 
     def bind(self, island_rank: int, island_size: int = 1) -> None:
         """Train member ``island_rank``."""
-        self.member = island_rank
+        self.member = self.states.member = island_rank
 
     def emigrates(self, ind: Individual) -> bool:
         """Whether ``ind`` is the latest completed interval of a member of this island: only that one leaves.

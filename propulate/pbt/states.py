@@ -214,7 +214,8 @@ class MemberStates(Inheritance):
     def __init__(self, keep: int = 3) -> None:
         self.keep_states = check_int("keep_states", keep, 1)
         self._retired: set[int] = set()  # uids of this worker's folders removed in this session
-        self._member: int | None = None  # the member whose intervals this worker completed
+        #: The member whose states this worker keeps (set when its propagator is bound to a worker).
+        self.member: int | None = None
         self._receives = False  # whether this worker took migrants' states over (its island's first)
 
     def seed(self, ind: Individual, folder: Path) -> Resume | None:
@@ -254,7 +255,7 @@ class MemberStates(Inheritance):
             return False
         shutil.rmtree(folder / PENDING, ignore_errors=True)
         (folder / INHERITABLE).touch()
-        self._member = ind.extras[MEMBER]
+        self.member = ind.extras[MEMBER]
         self._prune(folder.parent, island)
         return True
 
@@ -329,7 +330,7 @@ class MemberStates(Inheritance):
                 if not self._receives or extras.get(STATE) != other.uid:
                     continue
                 key = (other.island, extras[MEMBER])
-            elif extras[MEMBER] == self._member:
+            elif extras[MEMBER] == self.member:
                 key = (-1, extras[MEMBER])
             else:
                 continue

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 from propulate import load_checkpoint
+from propulate.checkpoint.evaluations import states
+from propulate.checkpoint.format import uid_origin
 from propulate.pbt import histories, schedule
 from propulate.report import load_dataframe
 
@@ -45,13 +47,17 @@ def steps_trained(tmp_path: Path) -> Counter:
     return counts
 
 
-def check(result, tmp_path: Path, workers: int, keep: int = 3, repeated: int = 0) -> int:
+def check(
+    result, tmp_path: Path, workers: int, keep: int = 3, killed: bool = False, generations: int = GENERATIONS
+) -> int:
     """Assert the lineage, the traced states and the steps; return how many intervals exploited.
 
-    ``repeated``: how many steps may have been trained twice (a job killed in the middle of a step).
+    ``killed``: a job was killed; per member it may have lost the interval under way, whose steps were then
+    trained in vain (at most one step, if its start had reached the checkpoint: it continues from its last
+    commit; all of them, if not: it is bred anew).
     """
     inds = {ind["uid"]: ind for ind in result["individuals"]}
-    assert len(inds) == workers * GENERATIONS
+    assert len(inds) == workers * generations
     members: dict[int, list[int]] = {}
     exploits = 0
     for ind in inds.values():
@@ -64,8 +70,9 @@ def check(result, tmp_path: Path, workers: int, keep: int = 3, repeated: int = 0
             assert extras["_interval"] == 0 and extras["_start"] == 0 and metrics["start"] == 0.0
             continue
         parent = inds[extras["_parent"]]
-        # The state an interval started from is exactly the one its parent committed last.
+        # The state an interval started from is exactly the one its parent committed last (checksums).
         assert metrics["start"] == parent["metrics"]["w"], (ind, parent)
+        assert metrics["loaded"] == parent["metrics"]["saved"] != 0.0, (ind, parent)
         assert extras["_start"] == parent["extras"]["_until"]
         if extras["_donor"] >= 0:
             exploits += 1
@@ -76,17 +83,28 @@ def check(result, tmp_path: Path, workers: int, keep: int = 3, repeated: int = 0
             # Continued with its configuration, unless the donor's state was gone (explored, own state).
             assert ind["lr"] == parent["lr"] or extras.get("_unavailable", -1) >= 0, ind
     assert sorted(members) == list(range(workers))
-    assert all(sorted(intervals) == list(range(GENERATIONS)) for intervals in members.values()), members
-    trained = steps_trained(tmp_path)
-    assert sum(count - 1 for count in trained.values()) <= repeated, [k for k, c in trained.items() if c > 1]
+    assert all(sorted(intervals) == list(range(generations)) for intervals in members.values()), members
+    every = steps_trained(tmp_path)
+    lost = Counter(uid for uid, _ in every if uid not in inds)
+    assert not lost or killed, lost
+    assert all(steps <= INTERVAL for steps in lost.values()), lost
+    assert len({uid_origin(uid)[1] for uid in lost}) == len(lost), f"a member lost two intervals: {lost}"
+    trained = Counter({key: count for key, count in every.items() if key[0] in inds})
+    twice = Counter(inds[uid]["extras"]["_member"] for (uid, _), count in trained.items() if count > 1)
+    assert not twice or killed, twice
+    assert all(count == 1 for count in twice.values()) and max(trained.values()) <= 2, twice
+    assert not {uid_origin(uid)[1] for uid in lost} & set(twice), (lost, twice)
     expected = {
         (uid, s) for uid, ind in inds.items() for s in range(ind["extras"]["_start"] + 1, ind["steps"] + 1)
     }
     assert set(trained) == expected
-    # Each member keeps the states of its latest `keep` intervals, and nothing else is left.
+    per_member = Counter(inds[uid]["extras"]["_member"] for uid, _ in trained)
+    assert per_member == dict.fromkeys(range(workers), generations * INTERVAL), per_member
+    # Each member keeps the states of its latest `keep` intervals, and nothing else is left, no pin either.
     kept = Counter(inds[int(name)]["extras"]["_member"] for name in result["folders"])
     assert all(result["folders"].values()), result["folders"]
     assert all(count <= keep for count in kept.values()), kept
+    assert result["pins"] == []
     return exploits
 
 
@@ -119,7 +137,7 @@ def test_two_rank_members_all_load_the_donors_state(mpirun, tmp_path):
     assert check(result, tmp_path, 2, keep=2) >= 1, "no member exploited another"
 
 
-@pytest.mark.parametrize(("n", "ranks_per_worker"), [(2, 1), (4, 2)])
+@pytest.mark.parametrize(("n", "ranks_per_worker"), [(1, 1), (2, 1), (4, 2), (8, 1)])
 def test_three_stops_continue_every_member_from_its_last_commit(mpirun, tmp_path, n, ranks_per_worker):
     extra = ["--ranks-per-worker", str(ranks_per_worker)]
     done = 0
@@ -136,12 +154,52 @@ def test_three_stops_continue_every_member_from_its_last_commit(mpirun, tmp_path
     check(last, tmp_path, n // ranks_per_worker)
 
 
-def test_a_killed_run_loses_at_most_the_step_under_way_per_member(mpirun, mpilaunch, tmp_path):
-    killed, out = run(mpilaunch, tmp_path, 4, "--stop-at", "1:0", "--kill", "--step-seconds", "0.1")
+@pytest.mark.parametrize("n", [1, 4, 8])
+def test_a_killed_run_loses_at_most_the_step_under_way_per_member(mpirun, mpilaunch, tmp_path, n):
+    killed, out = run(mpilaunch, tmp_path, n, "--stop-at", "1:0", "--kill", "--step-seconds", "0.1")
     assert out.returncode != 0 and killed is None
+    second, out = run(mpirun, tmp_path, n, timeout=240.0)
+    assert second is not None, out.stdout[-3000:]
+    check(second, tmp_path, n, killed=True)
+
+
+def test_a_kill_in_the_middle_of_a_copy_keeps_the_donors_state_and_resumes_from_a_whole_one(
+    mpirun, mpilaunch, tmp_path
+):
+    killed, out = run(mpilaunch, tmp_path, 4, "--kill-in-copy")
+    assert out.returncode != 0 and killed is None
+    base = tmp_path / "ckpt" / "evaluations"
+    cut = [name for name in os.listdir(base) if (base / name / ".incoming").is_dir()]
+    pinned = [
+        name for name in os.listdir(base) if any(f.startswith(".pin-") for f in os.listdir(base / name))
+    ]
+    assert cut and pinned, sorted(os.listdir(base))
+    for name in cut:  # half a copy, never in place
+        assert not states(base / name), name
+    for name in pinned:  # the donor's state stayed whole while it was copied
+        (latest,) = states(base / name)
+        assert sorted(os.listdir(base / name / latest[2])) == ["more.bin", "w.json"]
     second, out = run(mpirun, tmp_path, 4)
     assert second is not None, out.stdout[-3000:]
-    check(second, tmp_path, 4, repeated=4)
+    check(second, tmp_path, 4, killed=True)  # each interval loaded exactly its parent's committed state
+    inds = {ind["uid"]: ind for ind in second["individuals"]}
+    resumed = [inds[int(name)] for name in cut if int(name) in inds]
+    # The copies cut short were made again from the donor's state (or the interval never reached the
+    # checkpoint and was bred anew).
+    assert all(ind["extras"]["_donor"] >= 0 and "_unavailable" not in ind["extras"] for ind in resumed)
+
+
+def test_three_stops_then_a_kill_then_a_resume_train_every_members_steps_once(mpirun, mpilaunch, tmp_path):
+    """SIGTERM, SIGTERM, SIGTERM and SIGKILL in one sequence of jobs; every member's steps are exact."""
+    generations = ["--generations", "5"]
+    for stop in ("1:0", "2:0", "3:0"):
+        _, out = run(mpirun, tmp_path, 4, "--stop-at", stop, *generations)
+        assert "SIGTERM received" in out.stdout, (stop, out.stdout[-3000:])
+    killed, out = run(mpilaunch, tmp_path, 4, "--stop-at", "4:0", "--kill", *generations)
+    assert out.returncode != 0 and killed is None
+    last, out = run(mpirun, tmp_path, 4, *generations)
+    assert last is not None, out.stdout[-3000:]
+    check(last, tmp_path, 4, killed=True, generations=5)
 
 
 @pytest.mark.torch
@@ -161,18 +219,26 @@ def test_the_tutorial_prints_the_best_schedule_lineage_and_epochs(mpirun, tmp_pa
     assert best[-1].until >= 3 and f"(validation loss {best[-1].loss:.4f})" in out
 
 
-def test_a_failing_member_copies_the_best_and_blocks_nobody(mpirun, tmp_path):
-    result, out = run(mpirun, tmp_path, 4, "--fail", "1:1")
+@pytest.mark.parametrize("n", [1, 4, 8])
+def test_a_failing_member_copies_the_best_and_blocks_nobody(mpirun, tmp_path, n):
+    """Alone, a member whose interval failed tries again from its own state."""
+    member = min(1, n - 1)
+    result, out = run(mpirun, tmp_path, n, "--fail", f"{member}:1", timeout=240.0)
     assert result is not None, out.stdout[-3000:]
     assert "this member's interval fails" in out.stdout
     inds = {ind["uid"]: ind for ind in result["individuals"]}
-    assert len(inds) == 4 * GENERATIONS, "every member trained all its intervals, the failed one counted"
+    assert len(inds) == n * GENERATIONS, "every member trained all its intervals, the failed one counted"
     (failed,) = [ind for ind in inds.values() if ind["status"] == "FAILED"]
-    assert (failed["extras"]["_member"], failed["extras"]["_interval"]) == (1, 1)
-    (after,) = [i for i in inds.values() if (i["extras"]["_member"], i["extras"]["_interval"]) == (1, 2)]
-    assert after["status"] == "COMPLETED" and after["extras"]["_donor"] not in (-1, 1), after
-    donor = inds[after["extras"]["_parent"]]
-    assert after["metrics"]["start"] == donor["metrics"]["w"] and donor["extras"]["_member"] != 1
+    assert (failed["extras"]["_member"], failed["extras"]["_interval"]) == (member, 1)
+    (after,) = [i for i in inds.values() if (i["extras"]["_member"], i["extras"]["_interval"]) == (member, 2)]
+    parent = inds[after["extras"]["_parent"]]
+    assert after["status"] == "COMPLETED" and after["metrics"]["loaded"] == parent["metrics"]["saved"], after
+    if n == 1:
+        assert after["extras"]["_donor"] == -1 and parent["extras"]["_interval"] == 0, after
+    else:
+        assert after["extras"]["_donor"] not in (-1, member), after
+        assert parent["extras"]["_member"] == after["extras"]["_donor"]
+    assert all(ind["status"] == "COMPLETED" for ind in inds.values() if ind is not failed)
 
 
 def check_islands(result, tmp_path: Path, islands: int, members: int, keep: int = 3) -> int:

@@ -209,7 +209,8 @@ def test_a_migrant_caught_in_flight_by_the_end_of_a_job_is_taken_over_on_resume(
     assert pbt_states.lease(evaluations.folder(2), "50")
     # The job was killed in the middle of the copy on arrival: half a copy, not yet inheritable.
     (evaluations.folder(50) / ".incoming").mkdir(parents=True)
-    assert sweep(tmp_path / "ckpt", [], [], 0) == 1 and not evaluations.folder(50).exists()
+    assert sweep(tmp_path / "ckpt", [], [interval(2, 0, 1, 0.4), traveller], 0) == 1
+    assert not evaluations.folder(50).exists()
     evaluations.arrived([traveller], [traveller])  # the restored population, on the island's first worker
     assert states(evaluations.folder(50))[-1][0] == 4 and traveller["_state"] == 50
     assert pins(evaluations.folder(2)) == []
@@ -242,5 +243,5 @@ def test_a_resume_removes_the_pins_a_killed_job_left_and_keeps_leases_still_need
         (evaluations.folder(2) / name).touch()  # copies and travellers under way when the job was killed
     committed_state(evaluations.folder(51), 4, 0.5)  # 51 arrived, 52 never reached the checkpoint
     in_flight, arrived = migrant(50, 1, 0, 1, [[4, 0.4]], state=2), migrant(51, 1, 0, 1, [[4, 0.4]])
-    assert sweep(tmp_path / "ckpt", [], [in_flight, arrived], 0) == 0
+    assert sweep(tmp_path / "ckpt", [], [interval(2, 0, 1, 0.4), in_flight, arrived], 0) == 0
     assert pins(evaluations.folder(2)) == [".pin-migrant-50"]
