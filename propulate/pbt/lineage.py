@@ -22,8 +22,10 @@ island's other workers, into the checkpoint and into the exported frame (:mod:`p
 ``_unavailable``
     Only where an exploit found its donor's state gone (:mod:`propulate.pbt.states`): the donor; the
     interval then starts from the member's own state (``_donor`` is ``-1``) with the explored configuration.
-``_donor_island``
-    Only where the donor was a migrant: the island it came from (``_donor`` is its member there).
+``_donor_island``, ``_origin``
+    Only where the donor was a migrant: the island it came from (``_donor`` is its member there), and the
+    uid of the interval there whose state the migrant carried (``_parent`` is the migrant's uid, on this
+    island): a lineage read from all islands' evaluations follows it (:func:`ancestry`).
 
 A member's latest interval may travel to another island (migration or pollination,
 :mod:`propulate.migration`): the traveller is a copy (a uid of its own, ``migration_steps`` above 0) that
@@ -35,6 +37,8 @@ keeps the entries above, which name its member and intervals on its own island, 
     when none could be kept.
 ``_curve``
     Its member's results, ``[step, loss]`` per completed interval, by step: what the new island ranks it by.
+``_emigrant``
+    The uid of the interval it copies, on its own island.
 
 On its new island a migrant is no member (nobody trains it) but a donor that members may exploit; the
 member's history stays with its own island (:func:`histories` leaves migrants out).
@@ -52,8 +56,10 @@ __all__ = [
     "CURVE",
     "DONOR",
     "DONOR_ISLAND",
+    "EMIGRANT",
     "INTERVAL",
     "MEMBER",
+    "ORIGIN",
     "PARENT",
     "PREVIOUS",
     "START",
@@ -76,8 +82,10 @@ DONOR = "_donor"
 PREVIOUS = "_previous"
 UNAVAILABLE = "_unavailable"
 DONOR_ISLAND = "_donor_island"
+ORIGIN = "_origin"
 STATE = "_state"
 CURVE = "_curve"
+EMIGRANT = "_emigrant"
 
 
 def migrant(ind: Individual) -> bool:
@@ -136,9 +144,10 @@ def histories(individuals: Iterable[Individual]) -> dict[int, list[Segment]]:
 def ancestry(individuals: Iterable[Individual], uid: int) -> list[Segment]:
     """Return the intervals whose training led to the state of interval ``uid``, first first.
 
-    Follows ``_parent`` back to a first interval: across members where a member exploited another. The
-    configurations of the segments, each for its steps, are the schedule that trained that state
-    (:func:`schedule`).
+    Follows ``_parent`` back to a first interval: across members where a member exploited another, and
+    across islands where it exploited a migrant (to ``_origin`` when ``individuals`` holds it instead of
+    the migrant). The configurations of the segments, each for its steps, are the schedule that trained
+    that state (:func:`schedule`).
 
     Raises
     ------
@@ -152,6 +161,8 @@ def ancestry(individuals: Iterable[Individual], uid: int) -> list[Segment]:
         ind = by_uid[uid]
         chain.append(_segment(ind))
         uid = ind.extras[PARENT]
+        if uid not in by_uid and ind.extras.get(ORIGIN, -1) >= 0:
+            uid = ind.extras[ORIGIN]
     return chain[::-1]
 
 

@@ -48,8 +48,10 @@ from .lineage import (
     CURVE,
     DONOR,
     DONOR_ISLAND,
+    EMIGRANT,
     INTERVAL,
     MEMBER,
+    ORIGIN,
     PARENT,
     PREVIOUS,
     START,
@@ -227,7 +229,7 @@ class PopulationBasedTraining(Propagator):
         ind = self._interval(params, interval, source, own)
         ind[DONOR] = source.extras[MEMBER]
         if migrant(source):
-            ind[DONOR_ISLAND] = source.island
+            ind[DONOR_ISLAND], ind[ORIGIN] = source.island, source.extras.get(EMIGRANT, -1)
         return [ind]
 
     def _candidates(self, newest: dict[int, Individual]) -> dict[int, Individual]:

@@ -59,6 +59,7 @@ from .exploit import curves
 from .lineage import (
     CURVE,
     DONOR,
+    EMIGRANT,
     INTERVAL,
     MEMBER,
     PARENT,
@@ -278,6 +279,7 @@ class MemberStates(Inheritance):
                 "emigrates without one, and no member of its new island can copy it."
             )
             traveller[STATE] = -1
+        traveller[EMIGRANT] = extras.get(EMIGRANT, emigrant.uid)
         if CURVE not in extras:
             member = extras[MEMBER]
             results = curves(other for other in island if not migrant(other)).get(member, [])

@@ -289,6 +289,7 @@ def check_islands(result, tmp_path: Path, islands: int, members: int, keep: int 
                     and other["extras"]["_interval"] == parent["extras"]["_interval"]
                 ]
                 assert emigrant["metrics"]["saved"] == parent["metrics"]["saved"], (emigrant, parent)
+                assert extras["_origin"] == emigrant["uid"] == parent["extras"]["_emigrant"], ind
             elif extras["_donor"] >= 0:
                 assert parent["extras"]["_member"] == extras["_donor"] != extras["_member"], ind
                 assert "_donor_island" not in extras

@@ -20,7 +20,7 @@ from propulate.migration import MigrationPolicy
 from propulate.parameters import Float
 from propulate.pbt import MemberStates, PopulationBasedTraining
 from propulate.pbt import states as pbt_states
-from propulate.pbt.lineage import histories
+from propulate.pbt.lineage import ancestry, histories
 from propulate.population import Population
 from propulate.propagators import Propagator, SelectMin, SelectUniform
 
@@ -245,3 +245,44 @@ def test_a_resume_removes_the_pins_a_killed_job_left_and_keeps_leases_still_need
     in_flight, arrived = migrant(50, 1, 0, 1, [[4, 0.4]], state=2), migrant(51, 1, 0, 1, [[4, 0.4]])
     assert sweep(tmp_path / "ckpt", [], [interval(2, 0, 1, 0.4), in_flight, arrived], 0) == 0
     assert pins(evaluations.folder(2)) == [".pin-migrant-50"]
+
+
+# -------------------------------------------------------------------------------- lineage across islands
+
+
+def two_islands() -> list[Individual]:
+    """Island 1's member 0 trained 2 intervals; island 0's member 0 then exploited its migrant."""
+    there = [interval(100, 0, 0, 0.5, lr=0.3), interval(101, 0, 1, 0.2, lr=0.3, parent=100)]
+    for ind in there:
+        ind.island = 1
+    carried = migrant(7, 1, 0, 1, [[2, 0.5], [4, 0.2]])
+    carried["_parent"], carried["_emigrant"] = 100, 101
+    (copied,) = pbt(0, resample_probability=0.0)([interval(1, 0, 0, 0.9), interval(2, 1, 0, 0.8), carried])
+    assert (copied["_parent"], copied["_origin"], copied["_donor_island"]) == (7, 101, 1)
+    copied.uid, copied.loss, copied.status, copied.island, copied.steps = 3, 0.1, Status.COMPLETED, 0, 6
+    return [interval(1, 0, 0, 0.9), interval(2, 1, 0, 0.8), *there, copied]
+
+
+def test_a_lineage_follows_an_exploited_migrant_to_its_island():
+    run = two_islands()
+    assert [segment.uid for segment in ancestry(run, 3)] == [100, 101, 3]
+
+
+def test_the_report_names_members_by_island_and_follows_migrants():
+    pytest.importorskip("pandas")
+    from propulate.report.frame import to_dataframe
+    from propulate.report.lineage import best_schedule, member_summary
+
+    run = two_islands()
+    for k, ind in enumerate(run):
+        ind.evaltime, ind.evalperiod = 1000.0 + k, 1.0
+    frame = to_dataframe(run)
+    members = member_summary(frame)
+    assert members.index.names == ["island", "member"]
+    assert members["intervals"].to_dict() == {(0, 0): 2, (0, 1): 1, (1, 0): 2}
+    schedule = best_schedule(frame)
+    assert schedule[["island", "start", "until", "member"]].values.tolist() == [
+        [1, 0, 2, 0],
+        [1, 2, 4, 0],
+        [0, 4, 6, 0],
+    ]
