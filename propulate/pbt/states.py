@@ -256,8 +256,7 @@ class MemberStates(Inheritance):
             return False
         shutil.rmtree(folder / PENDING, ignore_errors=True)
         (folder / INHERITABLE).touch()
-        self.member = ind.extras[MEMBER]
-        self._prune(folder.parent, island)
+        self._prune(folder.parent, island, ind.extras[MEMBER])
         return True
 
     def depart(
@@ -315,14 +314,14 @@ class MemberStates(Inheritance):
                 traveller[STATE] = -1
             finally:
                 lift(origin, str(traveller.uid))
-        self._prune(folder.parent, island)
+        self._prune(folder.parent, island, self.member)
 
     def close(self, base: Path, island: Iterable[Individual]) -> None:
         """Remove this worker's folders beyond ``keep`` that a lease or a copy kept when it last tried."""
-        self._prune(base, island)
+        self._prune(base, island, self.member)
 
-    def _prune(self, base: Path, island: Iterable[Individual]) -> None:
-        """Remove the folders of this worker beyond the latest ``keep``: its member's, and its migrants'."""
+    def _prune(self, base: Path, island: Iterable[Individual], member: int | None) -> None:
+        """Remove this worker's folders beyond the latest ``keep``: of ``member``, and of its migrants."""
         kept: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for other in island:
             extras = other.extras
@@ -332,7 +331,7 @@ class MemberStates(Inheritance):
                 if not self._receives or extras.get(STATE) != other.uid:
                     continue
                 key = (other.island, extras[MEMBER])
-            elif extras[MEMBER] == self.member:
+            elif extras[MEMBER] == member:
                 key = (-1, extras[MEMBER])
             else:
                 continue
