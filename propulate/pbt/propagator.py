@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..individual import Individual, Status
@@ -96,7 +97,8 @@ class PopulationBasedTraining(Propagator):
     Attributes
     ----------
     member : int
-        The member this worker trains (its island rank, known once the loop binds the propagator).
+        The member this worker trains (its island rank, known once the loop binds the propagator); after a
+        resume onto fewer workers also the members ``member + k island_size`` that exist, in turn.
     states : MemberStates
         Places each interval's starting state in its evaluation folder and bounds the states kept.
 
@@ -135,12 +137,11 @@ class PopulationBasedTraining(Propagator):
         self.perturbation_factors = check_factors(perturbation_factors)
         self.states = MemberStates(keep_states)
         self.member = 0
-        self._failed = -1  # the latest interval of this member that failed
+        self._size = 1
         # Per member of the island, the (interval, uid) of its latest completed interval, whether active or
-        # not; this member's own latest interval, whatever migration did to it.
+        # not; and what this worker knows of each member it trains.
         self._newest: dict[int, tuple[int, int]] = {}
-        self._own: Individual | None = None
-        self._results: dict[int, tuple[int, float]] = {}  # this member's (interval, loss) by step
+        self._trained: dict[int, _Trained] = {0: _Trained()}
 
     @property
     def repeats(self) -> bool:
@@ -153,8 +154,10 @@ class PopulationBasedTraining(Propagator):
         return self.states
 
     def bind(self, island_rank: int, island_size: int = 1) -> None:
-        """Train member ``island_rank``."""
-        self.member = self.states.member = island_rank
+        """Train member ``island_rank`` (and members ``island_rank + k island_size`` that exist already)."""
+        self.member, self._size = island_rank, max(int(island_size), 1)
+        self._trained = {island_rank: _Trained()}
+        self.states.members = {island_rank}
 
     def emigrates(self, ind: Individual) -> bool:
         """Whether ``ind`` is the latest completed interval of a member of this island: only that one leaves.
@@ -180,57 +183,71 @@ class PopulationBasedTraining(Propagator):
         extras = ind.extras
         if MEMBER not in extras or migrant(ind):
             return
-        member = extras[MEMBER]
-        if ind.status is Status.COMPLETED and extras[INTERVAL] > self._newest.get(member, (-1, -1))[0]:
+        member, completed = extras[MEMBER], ind.status is Status.COMPLETED
+        if completed and extras[INTERVAL] > self._newest.get(member, (-1, -1))[0]:
             self._newest[member] = (extras[INTERVAL], ind.uid)
-            if member == self.member:
-                self._own = ind
-        if member == self.member and ind.status is Status.COMPLETED:
-            known_result = self._results.get(extras[UNTIL])
-            if known_result is None or extras[INTERVAL] > known_result[0]:
-                self._results[extras[UNTIL]] = (extras[INTERVAL], ind.loss)
-        if member != self.member:
+        if member % self._size != self.member:
             return
+        if member not in self._trained:  # a member of a run with more workers: this one trains it on
+            self._trained[member] = _Trained()
+            self.states.members.add(member)
+        trained = self._trained[member]
+        if completed:
+            trained.completed(ind)
         if ind.status is Status.FAILED:
-            self._failed = max(self._failed, extras[INTERVAL])
-        elif ind.status is Status.COMPLETED and ind.steps != extras[UNTIL]:
+            trained.failed = max(trained.failed, extras[INTERVAL])
+        elif completed and ind.steps != extras[UNTIL]:
             raise TypeError(
                 f"loss_fn: population-based training needs a generator that continues from "
                 f"evaluation_checkpoint().latest and yields one interim loss per step, for as many steps as "
-                f"asked; interval {extras[INTERVAL]} of member {self.member} ended at step {ind.steps} "
+                f"asked; interval {extras[INTERVAL]} of member {member} ended at step {ind.steps} "
                 f"instead of {extras[UNTIL]}"
             )
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:
-        """Return this member's next interval, bred from the island's completed intervals ``inds``."""
+        """Return the next interval of a member this worker trains, from the island's completed ``inds``.
+
+        Of several members (after a resume onto fewer workers), the one with the fewest intervals goes next.
+        """
         members = [ind for ind in inds if not migrant(ind)]
         newest = latest(members)
-        own = newest.get(self.member)
-        if self._own is not None and (own is None or self._own.extras[INTERVAL] > own.extras[INTERVAL]):
-            own = self._own  # its latest interval left the island, or a pollinator replaced it
-        if own is None and self._failed < 0:
-            return [self._interval(self.space.decode(self.space.sample(self.rng)), 0, None, None)]
-        failed = self._failed >= (own.extras[INTERVAL] if own is not None else -1)
-        interval = 1 + max(self._failed, own.extras[INTERVAL] if own is not None else -1)
+        me, own, last_failed = min(
+            (self._progress(member, newest) for member in self._trained),
+            key=lambda entry: (1 + max(entry[2], entry[1].extras[INTERVAL] if entry[1] else -1), entry[0]),
+        )
+        if own is None and last_failed < 0:
+            return [self._interval(self.space.decode(self.space.sample(self.rng)), me, 0, None, None)]
+        failed = last_failed >= (own.extras[INTERVAL] if own is not None else -1)
+        interval = 1 + max(last_failed, own.extras[INTERVAL] if own is not None else -1)
         results, candidates = curves(members), self._candidates(newest)
-        if self._results:  # all of its results, also those that left the island or were replaced
-            results[self.member] = sorted((step, loss) for step, (_, loss) in self._results.items())
+        if self._trained[me].results:  # all of its results, also those that left the island or were replaced
+            results[me] = sorted((step, loss) for step, (_, loss) in self._trained[me].results.items())
         for key, ind in _migrants(inds).items():
             results[key], candidates[key] = [(int(s), float(loss)) for s, loss in ind.extras[CURVE]], ind
-        donor = self._donor(results, candidates, own, failed)
+        donor = self._donor(me, results, candidates, own, failed)
         if donor is None:  # continue its own training (or, failed without a donor, try again)
             if own is None:
-                return [self._interval(self.space.decode(self.space.sample(self.rng)), interval, None, None)]
-            return [self._interval(own.params(), interval, own, own)]
+                params = self.space.decode(self.space.sample(self.rng))
+                return [self._interval(params, me, interval, None, None)]
+            return [self._interval(own.params(), me, interval, own, own)]
         source = candidates[donor]
         params = explore(
             source.params(), self.space, self.rng, self.resample_probability, self.perturbation_factors
         )
-        ind = self._interval(params, interval, source, own)
+        ind = self._interval(params, me, interval, source, own)
         ind[DONOR] = source.extras[MEMBER]
         if migrant(source):
             ind[DONOR_ISLAND], ind[ORIGIN] = source.island, source.extras.get(EMIGRANT, -1)
         return [ind]
+
+    def _progress(self, member: int, newest: dict[int, Individual]) -> tuple[int, Individual | None, int]:
+        """Return ``(member, its latest completed interval, its latest failed interval)``."""
+        own, trained = newest.get(member), self._trained[member]
+        if trained.latest is not None and (
+            own is None or trained.latest.extras[INTERVAL] > own.extras[INTERVAL]
+        ):
+            own = trained.latest  # its latest interval left the island, or a pollinator replaced it
+        return member, own, trained.failed
 
     def _candidates(self, newest: dict[int, Individual]) -> dict[int, Individual]:
         """Return the members that may be copied: those whose latest completed interval is still active."""
@@ -242,6 +259,7 @@ class PopulationBasedTraining(Propagator):
 
     def _donor(
         self,
+        me: int,
         results: dict[int, list[tuple[int, float]]],
         candidates: dict[int, Individual],
         own: Individual | None,
@@ -250,20 +268,25 @@ class PopulationBasedTraining(Propagator):
         """Return the member (or migrant) to copy, or ``None`` to continue (see the module docstring)."""
         if failed:
             rank = ranks(results)
-            others = [member for member in candidates if member != self.member]
+            others = [member for member in candidates if member != me]
             return min(others, key=lambda member: (rank[member], member)) if others else None
         assert own is not None
         if own.extras[UNTIL] < self.burn_in_period:
             return None
-        return truncation(self.member, results, self.quantile_fraction, self.rng, candidates)
+        return truncation(me, results, self.quantile_fraction, self.rng, candidates)
 
     def _interval(
-        self, params: Mapping[str, Any], interval: int, parent: Individual | None, previous: Individual | None
+        self,
+        params: Mapping[str, Any],
+        member: int,
+        interval: int,
+        parent: Individual | None,
+        previous: Individual | None,
     ) -> Individual:
-        """Return the individual of interval ``interval`` of this member, starting from ``parent``'s state."""
+        """Return the individual of interval ``interval`` of ``member``, starting from ``parent``'s state."""
         ind = Individual(dict(params), self.space)
         start = parent.extras[UNTIL] if parent is not None else 0
-        ind[MEMBER], ind[INTERVAL], ind[DONOR] = self.member, interval, -1
+        ind[MEMBER], ind[INTERVAL], ind[DONOR] = member, interval, -1
         ind[START], ind[UNTIL] = start, start + self.perturbation_interval
         ind[PARENT] = parent.uid if parent is not None else -1
         ind[PREVIOUS] = previous.uid if previous is not None else -1
@@ -276,6 +299,24 @@ class PopulationBasedTraining(Propagator):
             f"resample_probability={self.resample_probability}, "
             f"perturbation_factors={self.perturbation_factors}, keep_states={self.states.keep_states})"
         )
+
+
+@dataclass
+class _Trained:
+    """What a worker knows of a member it trains, whatever migration did to its intervals."""
+
+    latest: Individual | None = None  # its latest completed interval
+    failed: int = -1  # its latest interval that failed
+    results: dict[int, tuple[int, float]] = field(default_factory=dict)  # (interval, loss) by step
+
+    def completed(self, ind: Individual) -> None:
+        """Note the completed interval ``ind`` of the member."""
+        extras = ind.extras
+        if self.latest is None or extras[INTERVAL] > self.latest.extras[INTERVAL]:
+            self.latest = ind
+        known = self.results.get(extras[UNTIL])
+        if known is None or extras[INTERVAL] > known[0]:
+            self.results[extras[UNTIL]] = (extras[INTERVAL], ind.loss)
 
 
 def _migrants(inds: list[Individual]) -> dict[int, Individual]:

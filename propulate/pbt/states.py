@@ -215,8 +215,8 @@ class MemberStates(Inheritance):
     def __init__(self, keep: int = 3) -> None:
         self.keep_states = check_int("keep_states", keep, 1)
         self._retired: set[int] = set()  # uids of this worker's folders removed in this session
-        #: The member whose states this worker keeps (set when its propagator is bound to a worker).
-        self.member: int | None = None
+        #: The members whose states this worker keeps (told by its propagator).
+        self.members: set[int] = set()
         self._receives = False  # whether this worker took migrants' states over (its island's first)
 
     def seed(self, ind: Individual, folder: Path) -> Resume | None:
@@ -256,7 +256,7 @@ class MemberStates(Inheritance):
             return False
         shutil.rmtree(folder / PENDING, ignore_errors=True)
         (folder / INHERITABLE).touch()
-        self._prune(folder.parent, island, ind.extras[MEMBER])
+        self._prune(folder.parent, island, {ind.extras[MEMBER]})
         return True
 
     def depart(
@@ -314,14 +314,14 @@ class MemberStates(Inheritance):
                 traveller[STATE] = -1
             finally:
                 lift(origin, str(traveller.uid))
-        self._prune(folder.parent, island, self.member)
+        self._prune(folder.parent, island, self.members)
 
     def close(self, base: Path, island: Iterable[Individual]) -> None:
         """Remove this worker's folders beyond ``keep`` that a lease or a copy kept when it last tried."""
-        self._prune(base, island, self.member)
+        self._prune(base, island, self.members)
 
-    def _prune(self, base: Path, island: Iterable[Individual], member: int | None) -> None:
-        """Remove this worker's folders beyond the latest ``keep``: of ``member``, and of its migrants."""
+    def _prune(self, base: Path, island: Iterable[Individual], members: set[int]) -> None:
+        """Remove this worker's folders beyond the latest ``keep``: of ``members``, and of its migrants."""
         kept: dict[tuple[int, int], list[tuple[int, int]]] = {}
         for other in island:
             extras = other.extras
@@ -331,7 +331,7 @@ class MemberStates(Inheritance):
                 if not self._receives or extras.get(STATE) != other.uid:
                     continue
                 key = (other.island, extras[MEMBER])
-            elif extras[MEMBER] == member:
+            elif extras[MEMBER] in members:
                 key = (-1, extras[MEMBER])
             else:
                 continue

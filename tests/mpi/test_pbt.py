@@ -48,16 +48,23 @@ def steps_trained(tmp_path: Path) -> Counter:
 
 
 def check(
-    result, tmp_path: Path, workers: int, keep: int = 3, killed: bool = False, generations: int = GENERATIONS
+    result,
+    tmp_path: Path,
+    workers: int,
+    keep: int = 3,
+    killed: bool = False,
+    generations: int | None = GENERATIONS,
 ) -> int:
     """Assert the lineage, the traced states and the steps; return how many intervals exploited.
+
+    ``workers`` members trained ``generations`` intervals each (``None``: as many as each got, from 0 on).
 
     ``killed``: a job was killed; per member it may have lost the interval under way, whose steps were then
     trained in vain (at most one step, if its start had reached the checkpoint: it continues from its last
     commit; all of them, if not: it is bred anew).
     """
     inds = {ind["uid"]: ind for ind in result["individuals"]}
-    assert len(inds) == workers * generations
+    assert generations is None or len(inds) == workers * generations
     members: dict[int, list[int]] = {}
     exploits = 0
     for ind in inds.values():
@@ -83,7 +90,10 @@ def check(
             # Continued with its configuration, unless the donor's state was gone (explored, own state).
             assert ind["lr"] == parent["lr"] or extras.get("_unavailable", -1) >= 0, ind
     assert sorted(members) == list(range(workers))
-    assert all(sorted(intervals) == list(range(generations)) for intervals in members.values()), members
+    for intervals in members.values():
+        assert sorted(intervals) == list(range(len(intervals) if generations is None else generations)), (
+            members
+        )
     every = steps_trained(tmp_path)
     lost = Counter(uid for uid, _ in every if uid not in inds)
     assert not lost or killed, lost
@@ -99,7 +109,7 @@ def check(
     }
     assert set(trained) == expected
     per_member = Counter(inds[uid]["extras"]["_member"] for uid, _ in trained)
-    assert per_member == dict.fromkeys(range(workers), generations * INTERVAL), per_member
+    assert per_member == {member: len(found) * INTERVAL for member, found in members.items()}, per_member
     # Each member keeps the states of its latest `keep` intervals, and nothing else is left, no pin either.
     kept = Counter(inds[int(name)]["extras"]["_member"] for name in result["folders"])
     assert all(result["folders"].values()), result["folders"]
@@ -200,6 +210,32 @@ def test_three_stops_then_a_kill_then_a_resume_train_every_members_steps_once(mp
     last, out = run(mpirun, tmp_path, 4, *generations)
     assert last is not None, out.stdout[-3000:]
     check(last, tmp_path, 4, killed=True, generations=5)
+
+
+@pytest.mark.parametrize(("first", "then"), [(4, 2), (2, 4)])
+def test_a_resume_onto_another_number_of_workers_continues_every_member(mpirun, tmp_path, first, then):
+    """Stopped at 4 workers and resumed at 2, each worker trains two members; at 2 then 4, two start anew."""
+    _, out = run(mpirun, tmp_path, first, "--stop-at", "1:0")
+    assert "SIGTERM received" in out.stdout, out.stdout[-3000:]
+    stopped = load_checkpoint(tmp_path / "ckpt")
+    pending = [ind.uid for inds in stopped.pending.values() for ind in inds]
+    assert pending, "the stop interrupted no interval"
+    total = 4 * GENERATIONS  # 4 members of 4 intervals each, whichever worker trains them
+    last, out = run(mpirun, tmp_path, then, "--generations", str(total // then))
+    assert last is not None, out.stdout[-3000:]
+    check(last, tmp_path, 4, generations=None)
+    inds = {ind["uid"]: ind for ind in last["individuals"]}
+    assert len(inds) == total
+    # The intervals interrupted by the stop completed, each continuing from its last commit.
+    assert all(inds[uid]["status"] == "COMPLETED" for uid in pending)
+    session = max(uid_origin(uid)[0] for uid in inds)
+    for member in range(4):  # every member trained on in the second job, whoever trains it now
+        bred = [
+            i
+            for i in inds.values()
+            if i["extras"]["_member"] == member and uid_origin(i["uid"])[0] == session
+        ]
+        assert bred, f"member {member} trained no interval after the resume"
 
 
 @pytest.mark.torch

@@ -161,7 +161,7 @@ def folders(tmp_path: Path, keep: int = 2) -> EvaluationFolders:
 
 def test_a_leased_state_stays_until_the_new_island_took_it_over(tmp_path):
     sender, receiver = folders(tmp_path), folders(tmp_path)
-    sender.inheritance.member = 0  # as its propagator, bound to worker 0 of its island, tells it
+    sender.inheritance.members = {0}  # as its propagator, bound to worker 0 of its island, tells it
     island = [interval(1, 0, 0, 0.5), interval(2, 0, 1, 0.4, parent=1)]
     committed_state(sender.folder(2), 4, 1.25)
     traveller = island[1].copy()
