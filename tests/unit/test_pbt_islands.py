@@ -287,3 +287,25 @@ def test_the_report_names_members_by_island_and_follows_migrants():
         [1, 2, 4, 0],
         [0, 4, 6, 0],
     ]
+
+
+# ------------------------------------------------------------------------- a resume onto fewer workers
+
+
+def test_a_worker_trains_the_members_of_a_larger_run_in_turn():
+    # A run of 4 workers resumed on 2: worker 0 trains members 0 and 2, the one with fewer intervals first.
+    done = [interval(1, 0, 0, 0.5), interval(2, 0, 1, 0.4, parent=1), interval(3, 2, 0, 0.3)]
+    done += [interval(4, 1, 0, 0.2), interval(5, 3, 0, 0.1)]
+    propagator = PopulationBasedTraining(
+        LIMITS, random.Random(0), perturbation_interval=2, quantile_fraction=0
+    )
+    propagator.bind(0, 2)
+    for ind in done:
+        propagator.observe(ind)
+    (ind,) = propagator(done)
+    assert (ind["_member"], ind["_interval"], ind["_parent"], ind["_start"]) == (2, 1, 3, 2)
+    assert propagator.states.members == {0, 2}
+    after = interval(6, 2, 1, 0.2, parent=3)
+    propagator.observe(after)
+    (ind,) = propagator([*done, after])
+    assert (ind["_member"], ind["_interval"], ind["_parent"]) == (0, 2, 2)
