@@ -145,23 +145,29 @@ def ancestry(individuals: Iterable[Individual], uid: int) -> list[Segment]:
     """Return the intervals whose training led to the state of interval ``uid``, first first.
 
     Follows ``_parent`` back to a first interval: across members where a member exploited another, and
-    across islands where it exploited a migrant (to ``_origin`` when ``individuals`` holds it instead of
-    the migrant). The configurations of the segments, each for its steps, are the schedule that trained
-    that state (:func:`schedule`).
+    across islands where it exploited a migrant (to the interval it copied, ``_origin``, where
+    ``individuals`` holds it, else to the migrant). The configurations of the segments, each for its
+    steps, are the schedule that trained that state (:func:`schedule`).
 
     Raises
     ------
     KeyError
         If ``uid`` or one of its ancestors is not among ``individuals`` (a worker released it from memory,
-        or it was never evaluated).
+        it was never evaluated, or it was trained on another island: pass every island's intervals, e.g.
+        :func:`propulate.load_checkpoint`'s population).
     """
     by_uid = {ind.uid: ind for ind in individuals}
     chain = []
+    child: Individual | None = None
     while uid >= 0:
-        ind = by_uid[uid]
+        ind = by_uid.get(uid)
+        if ind is None:
+            where = "" if child is None or not migrant(child) else f" (trained on island {child.island})"
+            raise KeyError(f"interval {uid} of the lineage is not among the individuals given{where}")
+        child = ind
         chain.append(_segment(ind))
         uid = ind.extras[PARENT]
-        if uid not in by_uid and ind.extras.get(ORIGIN, -1) >= 0:
+        if ind.extras.get(ORIGIN, -1) in by_uid:  # the interval the migrant copied, on its own island
             uid = ind.extras[ORIGIN]
     return chain[::-1]
 
@@ -169,12 +175,25 @@ def ancestry(individuals: Iterable[Individual], uid: int) -> list[Segment]:
 def schedule(individuals: Iterable[Individual]) -> list[Segment]:
     """Return the schedule that trained the best member's state: its ancestry (:func:`ancestry`).
 
-    The best member is the one whose latest completed interval has the lowest loss. Returns an empty list
+    The best member is the one whose latest completed interval has the lowest loss; with several islands
+    in ``individuals`` a member is one of an island (its index there and the island). Returns an empty list
     when no interval completed.
+
+    Raises
+    ------
+    KeyError
+        As :func:`ancestry`, e.g. for one island's individuals where the lineage crossed islands.
     """
     pool = list(individuals)
-    finals = [history[-1] for history in histories(pool).values()]
+    finals: dict[tuple[int, int], Individual] = {}
+    for ind in pool:
+        extras = ind.extras
+        if MEMBER not in extras or ind.status is not Status.COMPLETED or migrant(ind):
+            continue
+        known = finals.get((ind.island, extras[MEMBER]))
+        if known is None or extras[INTERVAL] > known.extras[INTERVAL]:
+            finals[ind.island, extras[MEMBER]] = ind
     if not finals:
         return []
-    best = min(finals, key=lambda segment: segment.loss)
+    best = min(finals.values(), key=lambda ind: ind.loss)
     return ancestry(pool, best.uid)

@@ -20,7 +20,7 @@ from propulate.migration import MigrationPolicy
 from propulate.parameters import Float
 from propulate.pbt import MemberStates, PopulationBasedTraining
 from propulate.pbt import states as pbt_states
-from propulate.pbt.lineage import ancestry, histories
+from propulate.pbt.lineage import ancestry, histories, schedule
 from propulate.population import Population
 from propulate.propagators import Propagator, SelectMin, SelectUniform
 
@@ -309,3 +309,20 @@ def test_a_worker_trains_the_members_of_a_larger_run_in_turn():
     propagator.observe(after)
     (ind,) = propagator([*done, after])
     assert (ind["_member"], ind["_interval"], ind["_parent"]) == (0, 2, 2)
+
+
+def test_a_lineage_that_left_the_individuals_given_says_on_which_island():
+    run = two_islands()
+    carried = migrant(7, 1, 0, 1, [[2, 0.5], [4, 0.2]])
+    carried["_parent"], carried["_emigrant"] = 100, 101
+    island_zero = [ind for ind in run if ind.island == 0] + [carried]  # what a worker of island 0 holds
+    with pytest.raises(KeyError, match="trained on island 1"):
+        ancestry(island_zero, 3)
+
+
+def test_the_schedule_of_a_run_of_two_islands_tells_their_members_apart():
+    run = two_islands()
+    carried = migrant(7, 1, 0, 1, [[2, 0.5], [4, 0.2]])
+    carried["_parent"], carried["_emigrant"] = 100, 101
+    # Island 0's member 0 ends best, after island 1's member 0 (same index) trained longer.
+    assert [segment.uid for segment in schedule([*run, carried])] == [100, 101, 3]
