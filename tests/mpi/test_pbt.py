@@ -21,7 +21,7 @@ import pytest
 from propulate import load_checkpoint
 from propulate.checkpoint.evaluations import states
 from propulate.checkpoint.format import uid_origin
-from propulate.pbt import histories, schedule
+from propulate.pbt import ancestry, histories, schedule
 from propulate.report import load_dataframe
 
 from .conftest import REPO
@@ -367,6 +367,14 @@ def test_members_exploit_migrants_from_the_other_island(mpirun, tmp_path, n, ran
     assert check_islands(result, tmp_path, 2, members) >= 1, "no member exploited a migrant"
     migrants = [ind for ind in result["islands"]["1"] if ind["migration_steps"] > 0]
     assert migrants and all(ind["island"] == 0 for ind in migrants), "island 0 sent no member"
+    # The best member's schedule, read from the checkpoint, follows its state from step 0 across islands.
+    population = load_checkpoint(tmp_path / "ckpt").population
+    best = schedule(population)
+    assert best[0].start == 0 and all(a.until == b.start for a, b in itertools.pairwise(best)), best
+    crossed = next(ind for ind in population if ind.extras.get("_origin", -1) >= 0 and ind.island == 0)
+    chain = ancestry(population, crossed.uid)
+    assert chain[0].start == 0 and all(a.until == b.start for a, b in itertools.pairwise(chain)), chain
+    assert crossed.extras["_origin"] in [segment.uid for segment in chain]
 
 
 def test_each_island_runs_its_own_population(mpirun, tmp_path):
