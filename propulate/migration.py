@@ -20,7 +20,7 @@ import inspect
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -390,6 +390,17 @@ def _make_selector(propagator: type[Propagator] | Propagator, count: int, rng: r
     return propagator(count)  # type: ignore[call-arg]
 
 
+def _where(
+    owner: int | None, eligible: Callable[[Individual], bool] | None
+) -> Callable[[Individual], bool] | None:
+    """Return the filter of candidate emigrants: of ``owner`` (unless ``None``) and ``eligible`` ones."""
+    if eligible is None:
+        return None if owner is None else (lambda ind: ind.current == owner)
+    if owner is None:
+        return eligible
+    return lambda ind: ind.current == owner and eligible(ind)
+
+
 def _is_selection(propagator: type[Propagator] | Propagator, kind: type[Propagator]) -> bool:
     """Whether ``propagator`` is the class ``kind`` itself (instances and subclasses may select otherwise)."""
     return propagator is kind
@@ -407,11 +418,14 @@ class Emigration:
         Copies of the emigrants, each with a uid of its own and the step recorded in its history.
     departed : list of int
         Uids of the emigrants deactivated on this island (migration; none for pollination).
+    emigrants : list of Individual
+        The individuals of this island that ``travellers`` copy, in the same order.
     """
 
     target: int
     travellers: list[Individual]
     departed: list[int]
+    emigrants: list[Individual] = field(default_factory=list)
 
 
 class IsolatedIslands:
@@ -477,6 +491,9 @@ class MigrationPolicy:
     island_size : int >= 1
         Workers of this island: immigrants are dealt to them in turn (each is responsible for sending on
         those it was dealt).
+    eligible : callable, optional
+        Whether an active individual may emigrate (:meth:`propulate.propagators.Propagator.emigrates`);
+        default: every one.
 
     Attributes
     ----------
@@ -497,8 +514,10 @@ class MigrationPolicy:
         pollination: bool,
         rng: random.Random,
         island_size: int = 1,
+        eligible: Callable[[Individual], bool] | None = None,
     ) -> None:
         self.island_index = island_index
+        self.eligible = eligible
         self.island_size = int(island_size)
         self.owed_replacements = 0
         self.next_owner = 0
@@ -545,7 +564,7 @@ class MigrationPolicy:
                 if not self.pollination:
                     population.deactivate(emigrant.uid)  # not chosen again for the next target
                     departed.append(emigrant.uid)
-            sent.append(Emigration(target, travellers, departed))
+            sent.append(Emigration(target, travellers, departed, emigrants))
             if loud:
                 kind = "pollinators" if self.pollination else "emigrants"
                 where = f"Island {self.island_index}, worker {owner}"
@@ -588,8 +607,9 @@ class MigrationPolicy:
         them off the population's heap in O((count + skipped) log n), ``skipped`` being the better ones
         another worker is responsible for (about ``count`` times the island size at most, on average);
         other selections see every candidate (O(n)).
+        Individuals that :attr:`eligible` refuses are skipped like those of another worker.
         """
-        where = None if owner is None else (lambda ind: ind.current == owner)
+        where = _where(owner, self.eligible)
         if _is_selection(self.emigration_propagator, SelectMin):
             return population.best(count, where)
         candidates = population.active()

@@ -388,6 +388,8 @@ class Propulator(RunResultsMixin):
         exact = isolated and self.objectives is None and self.surrogate_factory is None
         retained = retention(self._breeder.pool, exact, self._folders.keep_best, KEPT)
         self.state.restore(part.population, retained)
+        if self.island_rank == 0:  # takes in the island's immigrants: also those a resume delivered
+            self._folders.arrived(self.state.population, self.state.population)
         if part.state is not None:
             self.rng.setstate(part.state.rng)
             if isinstance(self.propagator, Propagator):
@@ -464,6 +466,10 @@ class Propulator(RunResultsMixin):
                 self.state.told(arrival.runs, arrival.deactivated)
                 self._breeder.hear(arrival.source, arrival.said, time.monotonic())
             elif isinstance(arrival, Immigrants):
+                # States that travel with the immigrants are taken over before the island hears of them.
+                self._folders.arrived(
+                    arrival.travellers, itertools.chain(self.state.population, arrival.travellers)
+                )
                 replaced = self.migration.immigrate(
                     arrival.travellers, self.state.population, arrival.origin, debug >= 3
                 )
@@ -514,8 +520,10 @@ class Propulator(RunResultsMixin):
         if ind.uid < 0:
             ind.uid = self._session.mint_uid()
         ind.status = Status.PENDING
-        self._session.started(ind)  # a note only: its row is written if a flush finds it running
+        # The folders first: placing a state may change the individual's entries (where a training
+        # starts), which the row of a running individual must carry, as a flush may write it any moment.
         resume = self._folders.prepare(ind, redo)
+        self._session.started(ind)  # a note only: its row is written if a flush finds it running
         if self._worker.size > 1:
             self._channel.send_task(ind, resume)
         with self._link.relaying.meanwhile():
@@ -553,6 +561,7 @@ class Propulator(RunResultsMixin):
         departed: list[int] = []
         population, mint = self.state.population, self._session.mint_uid
         for sent in self.migration.emigrate(population, self.island_rank, mint, debug >= 3):
+            self._folders.departed(sent.travellers, sent.emigrants, population)
             self.state.departed(sent.travellers, sent.target)
             self._link.emigrate(int(self.island_displs[sent.target]), self.island_idx, sent.travellers)
             departed += sent.departed
@@ -590,6 +599,7 @@ class Propulator(RunResultsMixin):
         if self._progress.counting:
             self._progress.report()
         self._link.finish(self._drain_step)
+        self._folders.close(self.state.population)  # every immigrant was taken in: leases are lifted
         self._snapshot(force=True)
         self._session.close()
         self._tracking.close(self._stops.reason)

@@ -28,7 +28,6 @@ from .mpi.link import Arrival, IslandLink
 from .mpi.messaging import Mailbox
 from .mpi.worker_comm import WorkerChannel, in_collective
 from .objectives import Objectives
-from .pbt import PopulationBasedTraining
 from .progress import Progress, progress_interval
 from .propagators.base import Propagator, SelectMax, SelectMin, SelectParetoBest, SelectParetoWorst
 from .surrogate import Surrogate
@@ -121,19 +120,9 @@ def compose(
     take : callable
         Applies what arrived to the worker's view: called by the evaluator's hook that takes in the island's
         news during an evaluation, so that the surrogate judges interim losses with it.
-
-    Raises
-    ------
-    ValueError
-        On every rank, for population-based training with migration between islands.
     """
     # Population-based training places each interval's starting state in its folder and keeps states.
-    inheritance = propagator.states if isinstance(propagator, PopulationBasedTraining) else None
-    if inheritance is not None and settings.migration_prob > 0 and len(layout.island_counts) > 1:
-        raise ValueError(
-            "migration_prob: population-based training runs one population per island and its members do "
-            f"not migrate; got {settings.migration_prob} with {len(layout.island_counts)} islands (pass 0)"
-        )
+    inheritance = propagator.inheritance if isinstance(propagator, Propagator) else None
     worker = layout.worker_comm.Dup()
     root = worker.rank == 0
     folders = EvaluationFolders(settings.checkpoint_path, root, settings.keep_best_folders, inheritance)
@@ -203,8 +192,17 @@ def _join_islands(
             emigration = SelectParetoBest if emigration is SelectMin else emigration
             immigration = SelectParetoWorst if immigration is SelectMax else immigration
         probability, pollination = float(settings.migration_prob), settings.pollination
+        filtered = isinstance(propagator, Propagator) and propagator.filters_emigrants
         policy = MigrationPolicy(
-            layout.island_index, topology, probability, emigration, immigration, pollination, rng, island.size
+            layout.island_index,
+            topology,
+            probability,
+            emigration,
+            immigration,
+            pollination,
+            rng,
+            island.size,
+            propagator.emigrates if filtered else None,
         )
     from . import __version__
 

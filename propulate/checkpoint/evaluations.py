@@ -76,6 +76,11 @@ INTERIM = "interim.json"
 PENDING = "pending"
 #: A file in an evaluation folder whose state later evaluations may start from: no sweep removes the folder.
 INHERITABLE = "inheritable"
+#: Files in an inheritable folder whose names start so pin it: its keeper does not remove it meanwhile. A
+#: pin is held while the state is copied, a lease (:data:`LEASE`, the uid of an individual follows) while
+#: the individual that will copy it travels (see :mod:`propulate.pbt.states`).
+PIN = ".pin-"
+LEASE = ".pin-migrant-"
 _STATE = re.compile(r"step-(\d+)\.(\d+)")
 
 _active: EvaluationFolders | None = None  # the folders of the evaluation under way, on this rank
@@ -178,7 +183,11 @@ class Inheritance:
     - :meth:`until` before an evaluation's later attempt: the interim loss at which it ends;
     - :meth:`keep` after a completed evaluation: whether its folder stays, for later evaluations to start
       from; a kept folder holds the :data:`INHERITABLE` file, and the keeper removes it when it is no
-      longer needed.
+      longer needed;
+    - :meth:`depart` when an individual leaves for another island, on the worker that sends it, and
+      :meth:`arrive` when it arrives, on the first worker of its new island, before the island hears of it:
+      a state on the shared file system travels with it by reference and is taken over on arrival;
+    - :meth:`close` at the end of a run, once every island took in its immigrants.
     """
 
     def seed(self, ind: Individual, folder: Path) -> Resume | None:
@@ -198,6 +207,26 @@ class Inheritance:
         The default keeps none (beyond what ``keep_best_folders`` keeps).
         """
         return False
+
+    def depart(
+        self, traveller: Individual, emigrant: Individual, folder: Path, island: Iterable[Individual]
+    ) -> None:
+        """Prepare ``traveller``, a copy of ``emigrant`` (whose folder is ``folder``), to leave its island.
+
+        It may add entries to the traveller, which is sent as it is afterwards, and keep on disk what the
+        new island will take over. ``island`` holds the island's individuals. The default does nothing.
+        """
+
+    def arrive(self, traveller: Individual, folder: Path, island: Iterable[Individual]) -> None:
+        """Take in ``traveller``, arrived from another island; ``folder`` is its own evaluation folder.
+
+        Also called on a resume for every individual of the restored population (one caught in flight by
+        the end of the last job is delivered then). ``island`` holds the island's individuals, ``traveller``
+        included. The default does nothing.
+        """
+
+    def close(self, base: Path, island: Iterable[Individual]) -> None:
+        """End of the run: remove what is no longer needed of the folders in ``base``. Nothing by default."""
 
 
 class EvaluationCheckpoint:
@@ -469,6 +498,26 @@ class EvaluationFolders:
         else:
             _remove(folder)
 
+    def departed(
+        self, travellers: list[Individual], emigrants: list[Individual], island: Iterable[Individual]
+    ) -> None:
+        """Worker root: ``travellers``, copies of ``emigrants``, leave (:meth:`Inheritance.depart`)."""
+        pool = list(island)
+        for traveller, emigrant in zip(travellers, emigrants, strict=True):
+            self.inheritance.depart(traveller, emigrant, self.folder(emigrant.uid), pool)
+
+    def arrived(self, travellers: Iterable[Individual], island: Iterable[Individual]) -> None:
+        """Island's first worker: ``travellers`` arrived (:meth:`Inheritance.arrive`), untold yet."""
+        if type(self.inheritance).arrive is Inheritance.arrive:
+            return
+        pool = list(island)
+        for traveller in travellers:
+            self.inheritance.arrive(traveller, self.folder(traveller.uid), pool)
+
+    def close(self, island: Iterable[Individual]) -> None:
+        """Worker root, at the end of a run: let the inheritance remove what nobody needs any more."""
+        self.inheritance.close(self.base, island)
+
     def settle(self, best: Iterable[Individual]) -> None:
         """Worker root: remove the kept folders of individuals no longer among the ``keep_best`` best.
 
@@ -504,8 +553,12 @@ def sweep(
     Kept are the folders of the individuals to evaluate again (``requeued`` uids) and, with ``keep_best``,
     those of completed individuals whose loss is within the best ``keep_best`` of ``individuals``; removed
     are those of finished evaluations whose job ended before it could remove them, and of evaluations that
-    never reached the checkpoint; never those that hold the :data:`INHERITABLE` file (their keeper removes
-    them). Run by the first worker root before any worker begins to evaluate.
+    never reached the checkpoint; of those that hold the :data:`INHERITABLE` file (their keeper removes them)
+    only the ones of individuals that ``individuals`` does not hold (the job was killed before their record
+    was written: nobody keeps them). Run by the first worker root before any worker begins to evaluate, so
+    no state is being copied: the pins that the end of the last job left in inheritable folders are
+    removed, and so are leases (:data:`LEASE`) of individuals that ``individuals`` does not hold or whose
+    own folder holds their state already (a lease of a traveller still to be taken over stays).
     """
     from ..individual import Status
 
@@ -520,12 +573,26 @@ def sweep(
         threshold = _kept_threshold(pool, keep_best)
         keep |= {str(ind.uid) for ind in pool if ind.status is Status.COMPLETED and ind.loss <= threshold}
     removed = 0
+    known = {str(ind.uid) for ind in pool}
     for name in names:
         inheritable = not name.startswith(".") and (base / name / INHERITABLE).exists()
-        if name not in keep and (base / name).is_dir() and not inheritable:
+        if name not in keep and (base / name).is_dir() and (not inheritable or name not in known):
             _remove(base / name)
             removed += 1
+        elif inheritable:
+            _unpin(base, name, known)
     return removed
+
+
+def _unpin(base: Path, name: str, known: set[str]) -> None:
+    """Remove the pins the end of a job left in the inheritable folder ``name``, and leases of no use."""
+    for entry in os.listdir(base / name):
+        if not entry.startswith(PIN):
+            continue
+        traveller = entry[len(LEASE) :] if entry.startswith(LEASE) else None
+        if traveller in known and not (base / traveller / INHERITABLE).exists():
+            continue  # its traveller is still to be taken over on its new island
+        (base / name / entry).unlink(missing_ok=True)
 
 
 def committed(checkpoint_path: str | Path) -> dict[int, tuple[int, int]]:

@@ -22,6 +22,26 @@ island's other workers, into the checkpoint and into the exported frame (:mod:`p
 ``_unavailable``
     Only where an exploit found its donor's state gone (:mod:`propulate.pbt.states`): the donor; the
     interval then starts from the member's own state (``_donor`` is ``-1``) with the explored configuration.
+``_donor_island``, ``_origin``
+    Only where the donor was a migrant: the island it came from (``_donor`` is its member there), and the
+    uid of the interval there whose state the migrant carried (``_parent`` is the migrant's uid, on this
+    island): a lineage read from all islands' evaluations follows it (:func:`ancestry`).
+
+A member's latest interval may travel to another island (migration or pollination,
+:mod:`propulate.migration`): the traveller is a copy (a uid of its own, ``migration_steps`` above 0) that
+keeps the entries above, which name its member and intervals on its own island, and carries two more:
+
+``_state``
+    The uid of the evaluation folder that holds its committed state: the emigrant's while it travels, its
+    own once its new island took the state over (:meth:`~propulate.pbt.states.MemberStates.arrive`); ``-1``
+    when none could be kept.
+``_curve``
+    Its member's results, ``[step, loss]`` per completed interval, by step: what the new island ranks it by.
+``_emigrant``
+    The uid of the interval it copies, on its own island.
+
+On its new island a migrant is no member (nobody trains it) but a donor that members may exploit; the
+member's history stays with its own island (:func:`histories` leaves migrants out).
 """
 
 from __future__ import annotations
@@ -33,17 +53,23 @@ from typing import Any
 from ..individual import Individual, Status
 
 __all__ = [
+    "CURVE",
     "DONOR",
+    "DONOR_ISLAND",
+    "EMIGRANT",
     "INTERVAL",
     "MEMBER",
+    "ORIGIN",
     "PARENT",
     "PREVIOUS",
     "START",
+    "STATE",
     "UNAVAILABLE",
     "UNTIL",
     "Segment",
     "ancestry",
     "histories",
+    "migrant",
     "schedule",
 ]
 
@@ -55,6 +81,16 @@ PARENT = "_parent"
 DONOR = "_donor"
 PREVIOUS = "_previous"
 UNAVAILABLE = "_unavailable"
+DONOR_ISLAND = "_donor_island"
+ORIGIN = "_origin"
+STATE = "_state"
+CURVE = "_curve"
+EMIGRANT = "_emigrant"
+
+
+def migrant(ind: Individual) -> bool:
+    """Whether ``ind`` came from another island: a copy of another island's interval, not a member's own."""
+    return ind.migration_steps > 0
 
 
 @dataclass(frozen=True)
@@ -94,10 +130,10 @@ def _segment(ind: Individual) -> Segment:
 
 
 def histories(individuals: Iterable[Individual]) -> dict[int, list[Segment]]:
-    """Return each member's completed intervals in the order it trained them, by member."""
+    """Return each member's completed intervals in the order it trained them, by member; no migrant."""
     members: dict[int, list[Individual]] = {}
     for ind in individuals:
-        if MEMBER in ind.extras and ind.status is Status.COMPLETED:
+        if MEMBER in ind.extras and ind.status is Status.COMPLETED and not migrant(ind):
             members.setdefault(ind.extras[MEMBER], []).append(ind)
     return {
         member: [_segment(ind) for ind in sorted(inds, key=lambda ind: ind.extras[INTERVAL])]
@@ -108,34 +144,56 @@ def histories(individuals: Iterable[Individual]) -> dict[int, list[Segment]]:
 def ancestry(individuals: Iterable[Individual], uid: int) -> list[Segment]:
     """Return the intervals whose training led to the state of interval ``uid``, first first.
 
-    Follows ``_parent`` back to a first interval: across members where a member exploited another. The
-    configurations of the segments, each for its steps, are the schedule that trained that state
-    (:func:`schedule`).
+    Follows ``_parent`` back to a first interval: across members where a member exploited another, and
+    across islands where it exploited a migrant (to the interval it copied, ``_origin``, where
+    ``individuals`` holds it, else to the migrant). The configurations of the segments, each for its
+    steps, are the schedule that trained that state (:func:`schedule`).
 
     Raises
     ------
     KeyError
         If ``uid`` or one of its ancestors is not among ``individuals`` (a worker released it from memory,
-        or it was never evaluated).
+        it was never evaluated, or it was trained on another island: pass every island's intervals, e.g.
+        :func:`propulate.load_checkpoint`'s population).
     """
     by_uid = {ind.uid: ind for ind in individuals}
     chain = []
+    child: Individual | None = None
     while uid >= 0:
-        ind = by_uid[uid]
+        ind = by_uid.get(uid)
+        if ind is None:
+            where = "" if child is None or not migrant(child) else f" (trained on island {child.island})"
+            raise KeyError(f"interval {uid} of the lineage is not among the individuals given{where}")
+        child = ind
         chain.append(_segment(ind))
         uid = ind.extras[PARENT]
+        if ind.extras.get(ORIGIN, -1) in by_uid:  # the interval the migrant copied, on its own island
+            uid = ind.extras[ORIGIN]
     return chain[::-1]
 
 
 def schedule(individuals: Iterable[Individual]) -> list[Segment]:
     """Return the schedule that trained the best member's state: its ancestry (:func:`ancestry`).
 
-    The best member is the one whose latest completed interval has the lowest loss. Returns an empty list
+    The best member is the one whose latest completed interval has the lowest loss; with several islands
+    in ``individuals`` a member is one of an island (its index there and the island). Returns an empty list
     when no interval completed.
+
+    Raises
+    ------
+    KeyError
+        As :func:`ancestry`, e.g. for one island's individuals where the lineage crossed islands.
     """
     pool = list(individuals)
-    finals = [history[-1] for history in histories(pool).values()]
+    finals: dict[tuple[int, int], Individual] = {}
+    for ind in pool:
+        extras = ind.extras
+        if MEMBER not in extras or ind.status is not Status.COMPLETED or migrant(ind):
+            continue
+        known = finals.get((ind.island, extras[MEMBER]))
+        if known is None or extras[INTERVAL] > known.extras[INTERVAL]:
+            finals[ind.island, extras[MEMBER]] = ind
     if not finals:
         return []
-    best = min(finals, key=lambda segment: segment.loss)
+    best = min(finals.values(), key=lambda ind: ind.loss)
     return ancestry(pool, best.uid)

@@ -15,7 +15,15 @@ island's workers told it, without waiting for anybody:
 - otherwise the member continues its own training with its configuration.
 
 The state is handed over by the evaluation folders (:mod:`propulate.pbt.states`), and every interval
-records its place in the lineage (:mod:`propulate.pbt.lineage`). Where Ray Tune's
+records its place in the lineage (:mod:`propulate.pbt.lineage`).
+
+Islands. Each island runs a population of its own members. With migration or pollination between islands,
+a member's latest interval leaves now and then (:meth:`PopulationBasedTraining.emigrates`: no other interval,
+and no migrant, leaves), with a reference to its committed state; on its new island the *migrant* is ranked
+with the island's members by the results it carries (``_curve``) and may be drawn as a donor like them,
+the latest migrant of each member of another island only. Nobody trains a migrant. A member whose latest
+interval left (migration deactivates the emigrant) or was replaced by a pollinator goes on training from
+it, but is no donor on its island until its next interval completes. Where Ray Tune's
 ``PopulationBasedTraining`` has the same knob, the name and default are Ray's; Ray ranks trials by their
 last result whatever their progress, this compares members at the same progress.
 
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..individual import Individual, Status
@@ -36,7 +45,21 @@ from ..space import SearchSpace
 from ..validation import check_int, check_probability, check_real
 from .exploit import curves, latest, ranks, truncation
 from .explore import check_factors, explore
-from .lineage import DONOR, INTERVAL, MEMBER, PARENT, PREVIOUS, START, UNTIL
+from .lineage import (
+    CURVE,
+    DONOR,
+    DONOR_ISLAND,
+    EMIGRANT,
+    INTERVAL,
+    MEMBER,
+    ORIGIN,
+    PARENT,
+    PREVIOUS,
+    START,
+    STATE,
+    UNTIL,
+    migrant,
+)
 from .states import MemberStates
 
 __all__ = ["PopulationBasedTraining"]
@@ -47,8 +70,8 @@ class PopulationBasedTraining(Propagator):
 
     Pass it as the propagator of :class:`propulate.Propulator` or :class:`propulate.Islands` itself, not
     inside :class:`~propulate.propagators.Compose` or :class:`~propulate.propagators.Conditional` (the run
-    hands its :attr:`states` to the evaluation folders); members do not migrate between islands.
-    ``generations`` is then the number of intervals each worker trains.
+    hands its :attr:`states` to the evaluation folders). ``generations`` is then the number of intervals
+    each worker trains. Between islands, members' latest intervals migrate (module docstring).
 
     Parameters
     ----------
@@ -74,7 +97,8 @@ class PopulationBasedTraining(Propagator):
     Attributes
     ----------
     member : int
-        The member this worker trains (its island rank, known once the loop binds the propagator).
+        The member this worker trains (its island rank, known once the loop binds the propagator); after a
+        resume onto fewer workers also the members ``member + k island_size`` that exist, in turn.
     states : MemberStates
         Places each interval's starting state in its evaluation folder and bounds the states kept.
 
@@ -113,19 +137,42 @@ class PopulationBasedTraining(Propagator):
         self.perturbation_factors = check_factors(perturbation_factors)
         self.states = MemberStates(keep_states)
         self.member = 0
-        self._failed = -1  # the latest interval of this member that failed
+        self._size = 1
+        # Per member of the island, the (interval, uid) of its latest completed interval, whether active or
+        # not; and what this worker knows of each member it trains.
+        self._newest: dict[int, tuple[int, int]] = {}
+        self._trained: dict[int, _Trained] = {0: _Trained()}
 
     @property
     def repeats(self) -> bool:
         """True: a member's next interval repeats its configuration when it continues its training."""
         return True
 
+    @property
+    def inheritance(self) -> MemberStates:
+        """The member states (:attr:`states`): the evaluation folders' inheritance."""
+        return self.states
+
     def bind(self, island_rank: int, island_size: int = 1) -> None:
-        """Train member ``island_rank``."""
-        self.member = island_rank
+        """Train member ``island_rank`` (and members ``island_rank + k island_size`` that exist already)."""
+        self.member, self._size = island_rank, max(int(island_size), 1)
+        self._trained = {island_rank: _Trained()}
+        self.states.members = {island_rank}
+
+    def emigrates(self, ind: Individual) -> bool:
+        """Whether ``ind`` is the latest completed interval of a member of this island: only that one leaves.
+
+        Its state is the member's latest, which is kept on disk; a migrant does not travel on.
+        """
+        extras = ind.extras
+        if MEMBER not in extras or migrant(ind) or ind.status is not Status.COMPLETED:
+            return False
+        return self._newest.get(extras[MEMBER], (-1, -1))[1] == ind.uid
 
     def observe(self, ind: Individual) -> None:
-        """Note an interval of this member that failed: the member then exploits whatever its rank.
+        """Note each member's latest interval, and an interval of this member that failed.
+
+        A member whose interval failed then exploits whatever its rank.
 
         Raises
         ------
@@ -134,58 +181,112 @@ class PopulationBasedTraining(Propagator):
             no generator, or one that ends before.
         """
         extras = ind.extras
-        if extras.get(MEMBER) != self.member:
+        if MEMBER not in extras or migrant(ind):
             return
+        member, completed = extras[MEMBER], ind.status is Status.COMPLETED
+        if completed and extras[INTERVAL] > self._newest.get(member, (-1, -1))[0]:
+            self._newest[member] = (extras[INTERVAL], ind.uid)
+        if member % self._size != self.member:
+            return
+        if member not in self._trained:  # a member of a run with more workers: this one trains it on
+            self._trained[member] = _Trained()
+            self.states.members.add(member)
+        trained = self._trained[member]
+        if completed:
+            trained.completed(ind)
         if ind.status is Status.FAILED:
-            self._failed = max(self._failed, extras[INTERVAL])
-        elif ind.status is Status.COMPLETED and ind.steps != extras[UNTIL]:
+            trained.failed = max(trained.failed, extras[INTERVAL])
+        elif completed and ind.steps != extras[UNTIL]:
             raise TypeError(
                 f"loss_fn: population-based training needs a generator that continues from "
                 f"evaluation_checkpoint().latest and yields one interim loss per step, for as many steps as "
-                f"asked; interval {extras[INTERVAL]} of member {self.member} ended at step {ind.steps} "
+                f"asked; interval {extras[INTERVAL]} of member {member} ended at step {ind.steps} "
                 f"instead of {extras[UNTIL]}"
             )
 
     def __call__(self, inds: list[Individual]) -> list[Individual]:
-        """Return this member's next interval, bred from the island's completed intervals ``inds``."""
-        newest = latest(inds)
-        own = newest.get(self.member)
-        if own is None and self._failed < 0:
-            return [self._interval(self.space.decode(self.space.sample(self.rng)), 0, None, None)]
-        failed = self._failed >= (own.extras[INTERVAL] if own is not None else -1)
-        interval = 1 + max(self._failed, own.extras[INTERVAL] if own is not None else -1)
-        donor = self._donor(inds, own, failed)
+        """Return the next interval of a member this worker trains, from the island's completed ``inds``.
+
+        Of several members (after a resume onto fewer workers), the one with the fewest intervals goes next.
+        """
+        members = [ind for ind in inds if not migrant(ind)]
+        newest = latest(members)
+        me, own, last_failed = min(
+            (self._progress(member, newest) for member in self._trained),
+            key=lambda entry: (1 + max(entry[2], entry[1].extras[INTERVAL] if entry[1] else -1), entry[0]),
+        )
+        if own is None and last_failed < 0:
+            return [self._interval(self.space.decode(self.space.sample(self.rng)), me, 0, None, None)]
+        failed = last_failed >= (own.extras[INTERVAL] if own is not None else -1)
+        interval = 1 + max(last_failed, own.extras[INTERVAL] if own is not None else -1)
+        results, candidates = curves(members), self._candidates(newest)
+        if self._trained[me].results:  # all of its results, also those that left the island or were replaced
+            results[me] = sorted((step, loss) for step, (_, loss) in self._trained[me].results.items())
+        for key, ind in _migrants(inds).items():
+            results[key], candidates[key] = [(int(s), float(loss)) for s, loss in ind.extras[CURVE]], ind
+        donor = self._donor(me, results, candidates, own, failed)
         if donor is None:  # continue its own training (or, failed without a donor, try again)
             if own is None:
-                return [self._interval(self.space.decode(self.space.sample(self.rng)), interval, None, None)]
-            return [self._interval(own.params(), interval, own, own)]
-        source = newest[donor]
+                params = self.space.decode(self.space.sample(self.rng))
+                return [self._interval(params, me, interval, None, None)]
+            return [self._interval(own.params(), me, interval, own, own)]
+        source = candidates[donor]
         params = explore(
             source.params(), self.space, self.rng, self.resample_probability, self.perturbation_factors
         )
-        ind = self._interval(params, interval, source, own)
-        ind[DONOR] = donor
+        ind = self._interval(params, me, interval, source, own)
+        ind[DONOR] = source.extras[MEMBER]
+        if migrant(source):
+            ind[DONOR_ISLAND], ind[ORIGIN] = source.island, source.extras.get(EMIGRANT, -1)
         return [ind]
 
-    def _donor(self, inds: list[Individual], own: Individual | None, failed: bool) -> int | None:
-        """Return the member to copy, or ``None`` to continue (see the module docstring)."""
-        members = curves(inds)
+    def _progress(self, member: int, newest: dict[int, Individual]) -> tuple[int, Individual | None, int]:
+        """Return ``(member, its latest completed interval, its latest failed interval)``."""
+        own, trained = newest.get(member), self._trained[member]
+        if trained.latest is not None and (
+            own is None or trained.latest.extras[INTERVAL] > own.extras[INTERVAL]
+        ):
+            own = trained.latest  # its latest interval left the island, or a pollinator replaced it
+        return member, own, trained.failed
+
+    def _candidates(self, newest: dict[int, Individual]) -> dict[int, Individual]:
+        """Return the members that may be copied: those whose latest completed interval is still active."""
+        return {
+            member: ind
+            for member, ind in newest.items()
+            if ind.extras[INTERVAL] >= self._newest.get(member, (-1, -1))[0]
+        }
+
+    def _donor(
+        self,
+        me: int,
+        results: dict[int, list[tuple[int, float]]],
+        candidates: dict[int, Individual],
+        own: Individual | None,
+        failed: bool,
+    ) -> int | None:
+        """Return the member (or migrant) to copy, or ``None`` to continue (see the module docstring)."""
         if failed:
-            rank = ranks(members)
-            others = [member for member in members if member != self.member]
+            rank = ranks(results)
+            others = [member for member in candidates if member != me]
             return min(others, key=lambda member: (rank[member], member)) if others else None
         assert own is not None
         if own.extras[UNTIL] < self.burn_in_period:
             return None
-        return truncation(self.member, members, self.quantile_fraction, self.rng)
+        return truncation(me, results, self.quantile_fraction, self.rng, candidates)
 
     def _interval(
-        self, params: Mapping[str, Any], interval: int, parent: Individual | None, previous: Individual | None
+        self,
+        params: Mapping[str, Any],
+        member: int,
+        interval: int,
+        parent: Individual | None,
+        previous: Individual | None,
     ) -> Individual:
-        """Return the individual of interval ``interval`` of this member, starting from ``parent``'s state."""
+        """Return the individual of interval ``interval`` of ``member``, starting from ``parent``'s state."""
         ind = Individual(dict(params), self.space)
         start = parent.extras[UNTIL] if parent is not None else 0
-        ind[MEMBER], ind[INTERVAL], ind[DONOR] = self.member, interval, -1
+        ind[MEMBER], ind[INTERVAL], ind[DONOR] = member, interval, -1
         ind[START], ind[UNTIL] = start, start + self.perturbation_interval
         ind[PARENT] = parent.uid if parent is not None else -1
         ind[PREVIOUS] = previous.uid if previous is not None else -1
@@ -198,3 +299,41 @@ class PopulationBasedTraining(Propagator):
             f"resample_probability={self.resample_probability}, "
             f"perturbation_factors={self.perturbation_factors}, keep_states={self.states.keep_states})"
         )
+
+
+@dataclass
+class _Trained:
+    """What a worker knows of a member it trains, whatever migration did to its intervals."""
+
+    latest: Individual | None = None  # its latest completed interval
+    failed: int = -1  # its latest interval that failed
+    results: dict[int, tuple[int, float]] = field(default_factory=dict)  # (interval, loss) by step
+
+    def completed(self, ind: Individual) -> None:
+        """Note the completed interval ``ind`` of the member."""
+        extras = ind.extras
+        if self.latest is None or extras[INTERVAL] > self.latest.extras[INTERVAL]:
+            self.latest = ind
+        known = self.results.get(extras[UNTIL])
+        if known is None or extras[INTERVAL] > known[0]:
+            self.results[extras[UNTIL]] = (extras[INTERVAL], ind.loss)
+
+
+def _migrants(inds: list[Individual]) -> dict[int, Individual]:
+    """Return the donors among the migrants of ``inds``: the latest of each member of another island.
+
+    Only migrants whose state the island took over count (``_state`` at least 0). Each is keyed by
+    ``-2 - uid``, apart from the island's members (0 and up) and from ``-1`` (no donor).
+    """
+    latest_of: dict[tuple[int, int], Individual] = {}
+    for ind in inds:
+        extras = ind.extras
+        if not migrant(ind) or MEMBER not in extras or ind.status is not Status.COMPLETED:
+            continue
+        if extras.get(STATE, -1) < 0 or not extras.get(CURVE):
+            continue
+        origin = (ind.island, extras[MEMBER])
+        known = latest_of.get(origin)
+        if known is None or extras[INTERVAL] > known.extras[INTERVAL]:
+            latest_of[origin] = ind
+    return {-2 - ind.uid: ind for ind in latest_of.values()}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,6 +18,9 @@ from ..individual import Individual, loss_order
 from ..objectives import crowding_distance, loss_vector, pareto_ranks
 from ..space import SearchSpace
 from ..validation import check_int, check_probability, check_real
+
+if TYPE_CHECKING:  # the evaluation folders sit above the propagators: named for the type checker only
+    from ..checkpoint.evaluations import Inheritance
 
 __all__ = [
     "Compose",
@@ -57,7 +60,10 @@ class Propagator:
       already knows, before it calls :meth:`__call__` again;
     - :meth:`pending`: called before each breeding with the configurations the island's other workers are
       evaluating now, for propagators that keep their proposals away from them;
-    - :meth:`state_dict` / :meth:`load_state_dict`: the state worth checkpointing.
+    - :meth:`state_dict` / :meth:`load_state_dict`: the state worth checkpointing;
+    - :attr:`inheritance`: where its offspring's evaluations start from (another evaluation's committed
+      state) and which evaluation folders outlive their evaluation (none by default);
+    - :meth:`emigrates`: whether an individual may leave the island as an emigrant (every one by default).
 
     One breeding is therefore: ``pending`` (if overridden), ``__call__`` (and, for each offspring discarded
     as a duplicate, ``reject`` and ``__call__`` again), then the evaluation, then ``observe`` of the
@@ -193,6 +199,31 @@ class Propagator:
     def observes(self) -> bool:
         """Whether :meth:`observe` does anything: the loop skips the call per individual otherwise."""
         return type(self).observe is not Propagator.observe
+
+    @property
+    def inheritance(self) -> Inheritance | None:
+        """What the run's evaluation folders do for its offspring; ``None`` (the default): nothing.
+
+        A propagator whose offspring continue another evaluation's training (population-based training,
+        :mod:`propulate.pbt`) returns the :class:`~propulate.checkpoint.evaluations.Inheritance` that places
+        each offspring's starting state in its evaluation folder, keeps the folders later offspring may start
+        from, and carries states along with emigrants. The run asks once, when it is built.
+        """
+        return None
+
+    def emigrates(self, ind: Individual) -> bool:
+        """Whether ``ind``, an active individual of the island, may be sent to another island.
+
+        Called by the migration policy for each candidate emigrant, only if a subclass overrides it
+        (:attr:`filters_emigrants`). True by default. Population-based training lets only a member's latest
+        interval leave: its state is the one that is kept on disk.
+        """
+        return True
+
+    @property
+    def filters_emigrants(self) -> bool:
+        """Whether :meth:`emigrates` does anything: the migration policy asks it otherwise not."""
+        return type(self).emigrates is not Propagator.emigrates
 
     def state_dict(self) -> dict[str, Any]:
         """Return the state to checkpoint (none by default)."""

@@ -208,9 +208,14 @@ def _schedules(frame: pd.DataFrame, go: Any) -> str:
     from plotly.colors import qualitative
 
     palette = qualitative.Plotly  # a member has the same color in every subplot
+    several = rows["island"].nunique() > 1  # a member is named by its island and its index there
     lines = [
-        (f"member {m}", group, {"width": 1.5, "color": palette[i % len(palette)]})
-        for i, (m, group) in enumerate(rows.groupby("user_attrs__member"))
+        (
+            f"island {key[0]} member {key[1]}" if several else f"member {key[-1]}",
+            group,
+            {"width": 1.5, "color": palette[i % len(palette)]},
+        )
+        for i, (key, group) in enumerate(rows.groupby(["island", "user_attrs__member"]))
     ]
     renamed = {
         "start": "user_attrs__start",

@@ -4,7 +4,9 @@ The intervals of a population-based training (:mod:`propulate.pbt`) carry their 
 entries, which the frame holds in ``user_attrs__member``, ``user_attrs__interval``, ``user_attrs__start``,
 ``user_attrs__until``, ``user_attrs__parent`` and ``user_attrs__donor`` (:mod:`propulate.report.frame`).
 This reads them back from the frame alone, on a login node, as :mod:`propulate.pbt.lineage` does from the
-individuals.
+individuals. With several islands a member is named by its island and its index there (the frame's
+``island`` column), and a schedule follows an exploited migrant to the interval it carried
+(``user_attrs__origin``): the frame holds each island's own evaluations, not the migrants' copies.
 """
 
 from __future__ import annotations
@@ -36,12 +38,22 @@ def intervals(frame: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["user_attrs__member", "user_attrs__interval"])
 
 
+def _member_keys(rows: pd.DataFrame) -> list[str]:
+    """Return the columns that name a member: its index, and its island where there are several."""
+    several = "island" in rows.columns and rows["island"].nunique() > 1
+    return ["island", "user_attrs__member"] if several else ["user_attrs__member"]
+
+
 def member_summary(frame: pd.DataFrame) -> pd.DataFrame:
-    """Return one row per member: intervals completed, steps reached, exploits, latest and best loss."""
+    """Return one row per member: intervals completed, steps reached, exploits, latest and best loss.
+
+    Indexed by ``member``, or by ``island`` and ``member`` in a run of several islands.
+    """
     pd = require_pandas()
     rows = intervals(frame)
-    members = rows.groupby("user_attrs__member")
-    return pd.DataFrame(
+    keys = _member_keys(rows)
+    members = rows.groupby(keys)
+    summary = pd.DataFrame(
         {
             "intervals": members.size(),
             "steps": members["user_attrs__until"].last(),
@@ -49,20 +61,30 @@ def member_summary(frame: pd.DataFrame) -> pd.DataFrame:
             "latest": members["value"].last(),
             "best": members["value"].min(),
         }
-    ).rename_axis("member")
+    )
+    return summary.rename_axis([key.removeprefix("user_attrs__") for key in keys])
 
 
 def best_schedule(frame: pd.DataFrame) -> pd.DataFrame:
     """Return the intervals whose training led to the best member's latest state, first first.
 
     The best member is the one whose latest completed interval has the lowest loss; the intervals are
-    found by following ``_parent`` back, across the members it copied. Columns: ``start``, ``until``,
-    ``member``, ``donor``, ``value`` and one per parameter, by its name. Empty without completed intervals.
+    found by following ``_parent`` back, across the members it copied (and ``_origin`` across islands).
+    Columns: ``start``, ``until``, ``member``, ``donor``, ``value`` and one per parameter, by its name, and
+    ``island`` first in a run of several islands. Empty without completed intervals.
     """
     rows = intervals(frame)
     params = [column for column in frame.columns if column.startswith("params_")]
-    columns = ["user_attrs__start", "user_attrs__until", "user_attrs__member", "user_attrs__donor", "value"]
-    latest = rows.sort_values("user_attrs__interval").groupby("user_attrs__member").tail(1)
+    keys = _member_keys(rows)
+    columns = [
+        *keys[:-1],
+        "user_attrs__start",
+        "user_attrs__until",
+        "user_attrs__member",
+        "user_attrs__donor",
+    ]
+    columns.append("value")
+    latest = rows.sort_values("user_attrs__interval").groupby(keys).tail(1)
     chain = []
     by_uid = rows.set_index("uid")
     uid = int(latest.loc[latest["value"].idxmin(), "uid"]) if len(latest) else -1
@@ -70,5 +92,8 @@ def best_schedule(frame: pd.DataFrame) -> pd.DataFrame:
         row = by_uid.loc[uid]
         chain.append(uid)
         uid = int(row["user_attrs__parent"])
+        origin = row.get("user_attrs__origin")
+        if uid not in by_uid.index and origin is not None and origin == origin:  # not NaN: a migrant's
+            uid = int(origin)
     schedule = by_uid.loc[chain[::-1], columns + params].reset_index(drop=True)
     return schedule.rename(columns=lambda column: column.removeprefix("user_attrs__").removeprefix("params_"))

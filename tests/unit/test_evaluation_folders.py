@@ -914,7 +914,9 @@ def test_sweep_keeps_inheritable_folders(tmp_path) -> None:
         (base / name).mkdir(parents=True)
         (base / name / evaluations.INHERITABLE).touch()
     (base / "4").mkdir()
-    assert sweep(tmp_path, [], [], 0) == 2
+    (base / "5").mkdir()
+    (base / "5" / evaluations.INHERITABLE).touch()  # of an individual whose record the killed job never wrote
+    assert sweep(tmp_path, [], [individual(uid=1, x=0.1), individual(uid=2, x=0.2)], 0) == 3
     assert sorted(os.listdir(base)) == ["1", "2"]
 
 

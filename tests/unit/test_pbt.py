@@ -458,7 +458,7 @@ def test_each_member_keeps_its_latest_states_and_a_sweep_keeps_them_too(tmp_path
     assert all((evaluations.folder(uid) / INHERITABLE).exists() for uid in left)
     assert not (evaluations.folder(3) / "pending").exists()
     assert states(evaluations.folder(3))[-1][0] == 8
-    assert sweep(tmp_path, [], [], 0) == 0
+    assert sweep(tmp_path, [], island, 0) == 0
     assert sorted(int(name) for name in os.listdir(evaluations.base)) == left
 
 
