@@ -44,6 +44,7 @@ __all__ = [
     "ring_topology",
     "same_topology_setting",
     "topology_setting_words",
+    "warn_owed_replacements",
 ]
 
 log = logging.getLogger("propulate")
@@ -639,3 +640,15 @@ class MigrationPolicy:
         if count == 0:
             return []
         return _make_selector(self.immigration_propagator, count, self.rng)(candidates)
+
+
+def warn_owed_replacements(policy: IsolatedIslands | MigrationPolicy, island: int) -> None:
+    """At the end of a run: warn if pollinators of ``island`` found no active individual to replace.
+
+    They were added without replacement (:attr:`MigrationPolicy.owed_replacements`).
+    """
+    if policy.owed_replacements:
+        log.warning(
+            f"Island {island}: {policy.owed_replacements} pollinator(s) found no active individual to "
+            "replace and were added without replacement."
+        )

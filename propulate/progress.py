@@ -55,6 +55,8 @@ class Progress:
     loss_name : str
         What the line calls the loss: ``"loss"``, or with several objectives the first one's name (the
         best of it is shown, in minimized form).
+    multi_objective : bool
+        Whether the run has several objectives (an island's line then counts its Pareto front).
     """
 
     def __init__(
@@ -65,8 +67,10 @@ class Progress:
         planned: int | None,
         interval: float,
         loss_name: str = "loss",
+        multi_objective: bool = False,
     ) -> None:
         self.loss_name = loss_name
+        self.multi_objective = multi_objective
         self.mailbox = mailbox
         self.island = island
         self.island_head = island_head
@@ -120,6 +124,23 @@ class Progress:
         if self.first_rank:
             self.receive()
             log.info(f"Progress: {self.line()}.")
+
+    def island_line(self, what: str, population: Population, level: int = logging.INFO) -> None:
+        """Island head: log ``Island <i>: <what>;`` and :func:`island_status` of ``population``."""
+        if self.island_head:
+            status = island_status(population, self.multi_objective, time.monotonic() - self._start)
+            log.log(level, f"Island {self.island}: {what}; {status}.")
+
+    def end(self, reason: str | None, population: Population, verbose: bool) -> None:
+        """Island head, at the end of the run: that it stopped early (why), or with ``verbose`` that it ended.
+
+        A stop is job-wide news: the run's first rank says it as a warning, the other heads at debug level.
+        """
+        if reason is not None:
+            level = logging.WARNING if self.first_rank else logging.DEBUG
+            self.island_line(f"stopped early ({reason})", population, level)
+        elif verbose:
+            self.island_line("done", population)
 
     def report(self) -> None:
         """Island heads other than the first rank: send the island's counts to the first rank."""

@@ -31,21 +31,21 @@ from .evaluation import FailureLog, make_surrogate
 from .individual import Individual, Status
 from .island_state import retention
 from .lifecycle import stop_settings
-from .migration import IsolatedIslands, MigrationPolicy
+from .migration import IsolatedIslands, MigrationPolicy, warn_owed_replacements
 from .mpi.alarm import agree
 from .mpi.layout import Layout, layout_of
 from .mpi.link import Arrival, Immigrants, PeerUpdate, SurrogateNews
 from .mpi.messaging import bcast
 from .objectives import Objectives
 from .population import Population
-from .progress import island_status, progress_interval
+from .progress import progress_interval
 from .propagators.base import Propagator, SelectMax, SelectMin
 from .run_results import KEPT, RunResults, RunResultsMixin
 from .space import SearchSpace
 from .surrogate import NullSurrogate
 from .trackers.base import EvaluationRecord, check_trackers
 from .trackers.runner import Tracking
-from .validation import check_int, check_probability
+from .validation import check_choice, check_int, check_probability
 from .wiring import Settings, compose, start_tracking
 
 __all__ = ["Propulator"]
@@ -183,13 +183,11 @@ class Propulator(RunResultsMixin):
         self.generations = check_int("generations", generations, -1)
         chosen_trackers = check_trackers(trackers)
         self.objectives = Objectives.of(objectives)
-        if check_int("keep_best_folders", keep_best_folders, 0, f"an int in [0, {KEPT}]") > KEPT:
-            raise ValueError(f"keep_best_folders: expected an int in [0, {KEPT}], got {keep_best_folders!r}")
+        check_int("keep_best_folders", keep_best_folders, 0, maximum=KEPT)
         if not callable(propagator):
             raise TypeError(f"propagator: expected a Propagator, got {type(propagator).__name__}")
         check_probability("migration_prob", migration_prob)
-        if on_failure not in ("continue", "stop"):
-            raise ValueError(f"on_failure: expected 'continue' or 'stop', got {on_failure!r}")
+        check_choice("on_failure", on_failure, ("continue", "stop"))
         self.grace_period, self.time_limit = stop_settings(grace_period, time_limit, failure_timeout)
         self.on_failure = on_failure
         progress_interval()  # checked on every rank: an error must not hang
@@ -292,7 +290,9 @@ class Propulator(RunResultsMixin):
         roots = self._world if self.is_worker_root else None
         self._in_run = True
         try:
-            with stops.run(self._worker, roots, self._poll_in_background, self._evaluations, self._abandon):
+            polls, count = self._poll_in_background, lambda: self.evaluator.count
+            abandon = self._session.abandon if self.is_worker_root else lambda: None
+            with stops.run(self._worker, roots, polls, count, abandon):
                 self._run(logging_interval, debug)
         finally:
             self._in_run = False
@@ -329,9 +329,9 @@ class Propulator(RunResultsMixin):
         self._stops.reason, self._stops.abort, self._results = outcome
 
     def _share_with_sub_ranks(self, extra: Any, broadcast: Callable[[Any], Any]) -> Any:
-        """Give the worker's other ranks its population, generation counter and ``extra``; return ``extra``.
+        """Give the worker's other ranks (for user code) its population, generation and ``extra``; return it.
 
-        User code may read them on any rank. Collective over the worker with ``broadcast`` from its root.
+        Collective over the worker with ``broadcast`` from its root.
         """
         population, self.generation, extra = broadcast(
             (self.state.population, self.generation, extra) if self.is_worker_root else None
@@ -339,13 +339,6 @@ class Propulator(RunResultsMixin):
         if not self.is_worker_root:
             self.state.population = population
         return extra
-
-    def _evaluations(self) -> int:
-        return self.evaluator.count
-
-    def _abandon(self) -> None:
-        if self.is_worker_root:
-            self._session.abandon()
 
     def _poll_in_background(self) -> None:
         """Poll from the watchdog thread: alarm messages, and island news to pass on while evaluating."""
@@ -437,7 +430,7 @@ class Propulator(RunResultsMixin):
             self._take(link.receive(), debug)
             if stops.should_stop(0.0 if self._folders.resumable else self._mean_period):
                 break
-            for arrivals in link.pace(self._behind):
+            for arrivals in link.pace(lambda now: self._breeder.behind(self._started, now)):
                 self._take(arrivals, debug)
             redo = bool(self._requeue)  # an interrupted evaluation done again is no new generation
             ind = self._next_individual()
@@ -448,8 +441,7 @@ class Propulator(RunResultsMixin):
             if ind.status is Status.INTERRUPTED:  # left pending in the checkpoint: evaluated again on resume
                 stops.request(stops.reason or stops.conditions.reason or "an evaluation was interrupted")
                 break
-            self._store(ind)
-            self._tracking.evaluated(lambda: EvaluationRecord.of(ind, interim, self.objectives))  # noqa: B023
+            self._store(ind, interim)
             if self.migration.wants_to_emigrate() and stops.reason is None:
                 self._emigrate(debug)
             self.generation += not redo
@@ -465,24 +457,16 @@ class Propulator(RunResultsMixin):
             if isinstance(arrival, PeerUpdate):
                 self.state.told(arrival.runs, arrival.deactivated)
                 self._breeder.hear(arrival.source, arrival.said, time.monotonic())
-            elif isinstance(arrival, Immigrants):
-                # States that travel with the immigrants are taken over before the island hears of them.
-                self._folders.arrived(
-                    arrival.travellers, itertools.chain(self.state.population, arrival.travellers)
-                )
-                replaced = self.migration.immigrate(
-                    arrival.travellers, self.state.population, arrival.origin, debug >= 3
-                )
-                self.state.arrived(arrival.travellers, replaced)
-                self._link.queue(arrival.travellers, replaced)
+            elif isinstance(arrival, Immigrants):  # states that travel with them are taken over first
+                travellers, population = arrival.travellers, self.state.population
+                self._folders.arrived(travellers, itertools.chain(population, travellers))
+                replaced = self.migration.immigrate(travellers, population, arrival.origin, debug >= 3)
+                self.state.arrived(travellers, replaced)
+                self._link.queue(travellers, replaced)
             elif isinstance(arrival, SurrogateNews):
                 self.state.merge(arrival.data)
             else:
                 self._progress.take(arrival.report)
-
-    def _behind(self, now: float) -> bool:
-        """Whether a peer's news is late: see :meth:`propulate.breeding.Breeder.behind`."""
-        return self._breeder.behind(self._started, now)
 
     def _next_individual(self) -> Individual | None:
         """Return the next individual to evaluate, announced to the island; none if the space is exhausted.
@@ -543,12 +527,13 @@ class Propulator(RunResultsMixin):
             )
         return outcome.interim
 
-    def _store(self, ind: Individual) -> None:
-        """Store this worker's evaluation (paying owed replacements); stop the run on a failure if asked."""
+    def _store(self, ind: Individual, interim: list[tuple[float, dict[str, float]]]) -> None:
+        """Store this worker's evaluation (paying owed replacements), track it; stop on a failure if asked."""
         policy = self.migration
         replaced = policy.replacements(self.state.population) if policy.owed_replacements else []
         self.state.evaluated(ind, replaced)
         self._link.queue([ind], replaced)
+        self._tracking.evaluated(lambda: EvaluationRecord.of(ind, interim, self.objectives))
         where = f"worker {self.island_rank} of island {self.island_idx}"
         if ind.status is Status.FAILED and self.on_failure == "stop":
             self._stops.request(f"{where} failed", abort=True)
@@ -576,14 +561,11 @@ class Propulator(RunResultsMixin):
                 # The line counts the island peers' results that arrived meanwhile too (once per interval).
                 self._take(self._link.receive(), debug)
             self._progress.tick()
-        if debug >= 2 and self.island_rank == 0 and self.generation % logging_interval == 0:
+        if debug >= 2 and self.generation % logging_interval == 0:
             planned = "" if self.generations == -1 else f"/{self.generations}"
-            at = f"Island {self.island_idx}: worker 0 at generation {self.generation}{planned}"
-            log.info(f"{at}; {self._status_text()}.")
-
-    def _status_text(self) -> str:
-        elapsed = time.time() - self.start_time
-        return island_status(self.state.population, self.objectives is not None, elapsed)
+            self._progress.island_line(
+                f"worker 0 at generation {self.generation}{planned}", self.state.population
+            )
 
     def _finish(self, debug: int) -> None:
         """End of the run: release sub-ranks, receive every message still in flight, close the checkpoint.
@@ -603,18 +585,8 @@ class Propulator(RunResultsMixin):
         self._snapshot(force=True)
         self._session.close()
         self._tracking.close(self._stops.reason)
-        if self.migration.owed_replacements:
-            log.warning(
-                f"Island {self.island_idx}: {self.migration.owed_replacements} pollinator(s) found no active "
-                "individual to replace and were added without replacement."
-            )
-        if self._stops.reason is not None and self.island_rank == 0:
-            # Job-wide news: said once, by the first rank; each island's head says it at debug level.
-            level = logging.WARNING if self._world.rank == 0 else logging.DEBUG
-            stopped = f"Island {self.island_idx}: stopped early ({self._stops.reason})"
-            log.log(level, f"{stopped}; {self._status_text()}.")
-        elif debug >= 2 and self.island_rank == 0:
-            log.info(f"Island {self.island_idx}: done; {self._status_text()}.")
+        warn_owed_replacements(self.migration, self.island_idx)
+        self._progress.end(self._stops.reason, self.state.population, debug >= 2)
 
     def _drain_step(self) -> bool:
         """At the end of the run: apply what arrived; pass news on as often as while evaluating (linger)."""

@@ -5,20 +5,37 @@ from __future__ import annotations
 import math
 import numbers
 
-__all__ = ["check_int", "check_probability", "check_real", "check_seconds"]
+__all__ = ["check_choice", "check_int", "check_probability", "check_real", "check_seconds"]
 
 
-def check_int(name: str, value: object, minimum: int, allowed: str | None = None) -> int:
-    """Return ``value`` as an int if it is one (not a bool) and at least ``minimum``.
+def check_int(
+    name: str, value: object, minimum: int, allowed: str | None = None, maximum: int | None = None
+) -> int:
+    """Return ``value`` as an int if it is one (not a bool), at least ``minimum`` and at most ``maximum``.
 
     Raises
     ------
     ValueError
-        Naming ``name`` and ``allowed`` (default: "an int >= minimum").
+        Naming ``name`` and ``allowed`` (default: "an int >= minimum", or "an int in [minimum, maximum]").
     """
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name}: expected {allowed or f'an int >= {minimum}'}, got {value!r}")
-    return int(value)
+    number = int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else None
+    if number is None or number < minimum or (maximum is not None and number > maximum):
+        default = f"an int >= {minimum}" if maximum is None else f"an int in [{minimum}, {maximum}]"
+        raise ValueError(f"{name}: expected {allowed or default}, got {value!r}")
+    return number
+
+
+def check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
+    """Return ``value`` if it is one of ``choices``.
+
+    Raises
+    ------
+    ValueError
+        Naming ``name`` and the choices.
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name}: expected {' or '.join(repr(c) for c in choices)}, got {value!r}")
+    return value
 
 
 def check_real(name: str, value: object, minimum: float | None = None) -> float:

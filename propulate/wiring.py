@@ -178,8 +178,9 @@ def _join_islands(
     objectives, generations = settings.objectives, settings.generations
     loss_name = "loss" if objectives is None else f"{objectives.names[0]} (minimized)"
     planned = None if generations == -1 else generations * world.size
+    head, interval = island.rank == 0, progress_interval()
     progress = Progress(
-        mailbox, layout.island_index, island.rank == 0, planned, progress_interval(), loss_name
+        mailbox, layout.island_index, head, planned, interval, loss_name, objectives is not None
     )
     first = int(layout.island_displs[layout.island_index])
     link = IslandLink(mailbox, first, island.size, island.rank, stops.check, stops.stopping)
