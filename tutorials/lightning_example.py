@@ -2,10 +2,10 @@
 
 Each worker is a block of ``--ranks-per-worker`` MPI ranks (two by default). For every individual,
 :func:`propulate.integrations.lightning.lightning_loss_fn` builds the ``LightningModule`` below on each rank
-of the worker and trains it with a Lightning ``Trainer`` whose DDP world is the worker's process group (gloo on
-CPUs, NCCL on GPUs). After every epoch's validation the validation loss is reported to Propulate as an interim
-loss: asynchronous successive halving (``--surrogate asha``, the default) stops the worse runs at its rungs,
-on all of the worker's ranks at the same epoch, and Lightning's own checkpoint is committed into the
+of the worker and trains it with a Lightning ``Trainer`` whose DDP world is the worker's process group (gloo
+on CPUs, NCCL on GPUs). After every epoch's validation the validation loss is reported to Propulate as an
+interim loss: asynchronous successive halving (``--surrogate asha``, the default) stops the worse runs at its
+rungs, on all of the worker's ranks at the same epoch, and Lightning's own checkpoint is committed into the
 individual's folder, so that a search stopped by ``scancel`` or a time limit continues every training from its
 last epoch in the next job (``trainer.fit(..., ckpt_path=...)``).
 
@@ -32,8 +32,8 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
-import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -103,7 +103,7 @@ def parse_arguments(comm: MPI.Comm = MPI.COMM_WORLD) -> argparse.Namespace:
     parser.add_argument(
         "--epoch-log",
         default=None,
-        help="file to which every rank appends 'uid epoch rank' after each epoch it trains (for tests)",
+        help="file to which every rank appends 'uid epoch rank' for each epoch it begins (for tests)",
     )
     args = parser.parse_args()
     for name in ("epochs", "generations", "ranks_per_worker", "pop_size", "batch_size"):
@@ -143,16 +143,18 @@ class MNISTData(pl.LightningDataModule):
         self.root, self.batch_size = root, batch_size
 
     def train_dataloader(self) -> DataLoader:
+        """Return the training batches, reshuffled every epoch."""
         return DataLoader(load_mnist(self.root)[0], batch_size=self.batch_size, shuffle=True)
 
     def val_dataloader(self) -> DataLoader:
+        """Return the validation batches."""
         return DataLoader(load_mnist(self.root)[1], batch_size=500)
 
 
 class Classifier(pl.LightningModule):
     """A one-hidden-layer network on the flattened 28x28 images; logs validation loss and accuracy.
 
-    ``epoch_log``, if given, is a file to which each rank appends ``uid epoch rank`` after each epoch.
+    ``epoch_log``, if given, is a file to which each rank appends ``uid epoch rank`` as it begins an epoch.
     """
 
     def __init__(
@@ -165,17 +167,22 @@ class Classifier(pl.LightningModule):
         self.lr, self.uid, self.epoch_log = lr, uid, epoch_log
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        """Return the cross-entropy of one batch (DDP averages its gradients over the worker)."""
         images, labels = batch
         return nn.functional.cross_entropy(self.network(images), labels)
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        """Log the validation loss (the monitored metric) and the accuracy of one batch."""
         images, labels = batch
         logits = self.network(images)
         # Averaged over the worker's ranks, so that every rank reports the same validation loss.
         self.log("val_loss", nn.functional.cross_entropy(logits, labels), sync_dist=True)
         self.log("accuracy", (logits.argmax(dim=1) == labels).float().mean(), sync_dist=True)
 
-    def on_train_epoch_end(self) -> None:
+    def on_train_epoch_start(self) -> None:
+        """Count the epoch, and note it in the epoch log."""
+        # Counted at its start: a training resumed from a checkpoint taken after an epoch's validation runs
+        # that epoch's end hooks once more, not its batches.
         if self.global_rank == 0:
             TRAINED["epochs"] += 1
         if self.epoch_log is not None:
@@ -183,6 +190,7 @@ class Classifier(pl.LightningModule):
                 log_file.write(f"{self.uid} {self.current_epoch} {self.global_rank}\n")
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
+        """Return Adam with the individual's learning rate."""
         return torch.optim.Adam(self.parameters(), lr=self.lr)
 
 
@@ -221,7 +229,7 @@ def main() -> None:
     comm = MPI.COMM_WORLD
     args = parse_arguments(comm)
     torch.set_num_threads(1)  # several ranks share each core
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="lightning")
     set_logger_config(level=logging.INFO, log_file=str(Path(args.checkpoint) / "lightning_example.log"))
     logging.getLogger("lightning.pytorch").setLevel(logging.WARNING)  # one line per Trainer otherwise
     data_root = prepare_mnist(args.data_root, comm)

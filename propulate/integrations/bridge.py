@@ -4,24 +4,24 @@ Trainers such as PyTorch Lightning's ``Trainer`` and Hugging Face's ``Trainer`` 
 the outside world what happens through callbacks, while propulate follows an evaluation as a generator of
 interim losses (:mod:`propulate.evaluation`). :func:`follow_trainer` joins the two: the trainer's ``fit`` runs
 in a helper thread, and at each evaluation of the model the trainer's callback hands the metric to the main
-thread (:meth:`Reporter.report`) and waits there. The main thread yields it as the loss function's next interim
-loss and answers once propulate has decided: go on, or end the training (pruned by the surrogate, stopped at a
-commit, a failure on another rank). So everything propulate does with interim losses applies unchanged: the
-worker's ranks agree after each one, the state saved for it is committed, the surrogate prunes, stops and the
-time limit interrupt; signals keep reaching the main thread, where propulate's handlers run; and a verdict
-reaches every rank of a worker at the same evaluation of the model, so no rank leaves a collective operation
-of the training early.
+thread (:meth:`Reporter.report`) and waits there. The main thread yields it as the loss function's next
+interim loss and answers once propulate has decided: go on, or end the training (pruned by the surrogate,
+stopped at a commit, a failure on another rank). So everything propulate does with interim losses applies
+unchanged: the worker's ranks agree after each one, the state saved for it is committed, the surrogate prunes,
+stops and the time limit interrupt; signals keep reaching the main thread, where propulate's handlers run; and
+a verdict reaches every rank of a worker at the same evaluation of the model, so no rank leaves a collective
+operation of the training early.
 
 Ending a training. A verdict to end it (:meth:`Reporter.report` returns ``False``) lets the trainer end as its
-own early stopping would (Lightning's ``trainer.should_stop``, Hugging Face's ``control.should_training_stop``);
-should it train on anyway, :meth:`Reporter.check`, called by the callback before each batch, ends it by
-raising :class:`Halted` in the trainer's thread. An interruption (a stop signal's grace period over, the time
-limit) reaches the main thread while the trainer's thread is in the middle of an epoch: the thread is told to
-halt at its next batch and, with several ranks, the worker's process group is aborted (``abandon``), so that a
-rank blocked in a collective operation with a partner that already halted is released at once. The main
-thread waits until the trainer's thread has ended before the loss function returns: no thread outlives its
-evaluation. An exception in the trainer's thread is raised again in the main thread, as the loss function's
-failure on that rank, after ``abandon`` released its partners.
+own early stopping would (Lightning's ``trainer.should_stop``, Hugging Face's
+``control.should_training_stop``); should it train on anyway, :meth:`Reporter.check`, called by the callback
+before each batch, ends it by raising :class:`Halted` in the trainer's thread. An interruption (a stop
+signal's grace period over, the time limit) reaches the main thread while the trainer's thread is in the
+middle of an epoch: the thread is told to halt at its next batch and, with several ranks, the worker's process
+group is aborted (``abandon``), so that a rank blocked in a collective operation with a partner that already
+halted is released at once. The main thread waits until the trainer's thread has ended before the loss
+function returns: no thread outlives its evaluation. An exception in the trainer's thread is raised again in
+the main thread, as the loss function's failure on that rank, after ``abandon`` released its partners.
 
 The worker's process group after a training that did not end cleanly may be gone on some of its ranks and
 not on others: :func:`worker_group`, called at the start of each evaluation, makes the worker's ranks agree

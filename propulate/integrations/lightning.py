@@ -27,7 +27,6 @@ Lightning is imported with this module; ``import propulate`` never imports it.
 from __future__ import annotations
 
 import datetime
-import math
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,8 @@ try:
     from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 except ImportError as err:  # pragma: no cover - depends on the installation
     raise ImportError(
-        f'propulate.integrations.lightning needs PyTorch Lightning: pip install "propulate[lightning]" ({err})'
+        "propulate.integrations.lightning needs PyTorch Lightning: "
+        f'pip install "propulate[lightning]" ({err})'
     ) from err
 
 __all__ = ["CHECKPOINT_FILE", "RESERVED", "PropulateCallback", "WorkerEnvironment", "lightning_loss_fn"]
@@ -105,7 +105,7 @@ class WorkerEnvironment(ClusterEnvironment):
         return False
 
     def world_size(self) -> int:
-        """The number of ranks of the worker."""
+        """Return the number of ranks of the worker."""
         return self.group.world_size
 
     def set_world_size(self, size: int) -> None:
@@ -113,7 +113,7 @@ class WorkerEnvironment(ClusterEnvironment):
         _same("world size", size, self.group.world_size)
 
     def global_rank(self) -> int:
-        """This rank's index in the worker."""
+        """Return this rank's index in the worker."""
         return self.group.rank
 
     def set_global_rank(self, rank: int) -> None:
@@ -121,11 +121,11 @@ class WorkerEnvironment(ClusterEnvironment):
         _same("global rank", rank, self.group.rank)
 
     def local_rank(self) -> int:
-        """Always 0: each rank is a node with one device."""
+        """Return 0: each rank is a node with one device."""
         return 0
 
     def node_rank(self) -> int:
-        """This rank's index in the worker."""
+        """Return this rank's index in the worker (each rank is a node)."""
         return self.group.rank
 
 
@@ -200,7 +200,7 @@ class PropulateCallback(pl.Callback):
             )
         loss = self.sign * metrics[self.monitor]
         metrics.pop("loss", None)
-        return {"loss": loss if not math.isnan(loss) else math.nan, **metrics, "epoch": trainer.current_epoch}
+        return {"loss": loss, **metrics, "epoch": trainer.current_epoch}
 
 
 def lightning_loss_fn(
@@ -312,8 +312,8 @@ def lightning_loss_fn(
             trainer.fit(module, datamodule=data, ckpt_path=resume_from)
             if callback.reported == 0 and latest is None:
                 raise ValueError(
-                    "the Trainer ended without a validation: nothing to report as the loss (give the module a "
-                    "validation_step and validation data, and let limit_val_batches and "
+                    "the Trainer ended without a validation: nothing to report as the loss (give the module "
+                    "a validation_step and validation data, and let limit_val_batches and "
                     "check_val_every_n_epoch allow a validation)"
                 )
 
@@ -337,6 +337,7 @@ def _check_trainer_kwargs(kwargs: Mapping[str, Any]) -> None:
 def _placement(group: WorkerGroup, ddp_kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """Return the ``Trainer`` arguments that put it on the worker's ranks and this rank's device."""
     device = torch.device(group.device)
+    devices: int | list[int]
     if device.type == "cuda":
         accelerator, devices = "cuda", [device.index if device.index is not None else 0]
     else:
