@@ -33,8 +33,10 @@ from __future__ import annotations
 import datetime
 import logging
 import queue
+import signal
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from mpi4py import MPI
@@ -196,26 +198,46 @@ def follow_trainer(
         ended = True  # closed after the worker's ranks agreed on a verdict: all of them end here
         raise
     finally:
-        reporter._answer(False)
-        if not ended:
-            abandon()
-        _wait_for(thread, abandon)
-        late = reporter._failure()
-        if ended and late is not None:
-            # The training failed while ending on a verdict (a partner's collective broke, say): the
-            # evaluation's outcome stands, but the group may be broken and is dropped.
-            log.warning(f"rank {MPI.COMM_WORLD.rank}: the training failed while ending: {late!r}")
-            abandon()
+        with _interruptions_held():
+            reporter._answer(False)
+            if not ended:
+                abandon()
+            _wait_for(thread, abandon)
+            late = reporter._failure()
+            if ended and late is not None:
+                # The training failed while ending on a verdict (a partner's collective broke, say): the
+                # evaluation's outcome stands, but the group may be broken and is dropped.
+                log.warning(f"rank {MPI.COMM_WORLD.rank}: the training failed while ending: {late!r}")
+                abandon()
+
+
+@contextmanager
+def _interruptions_held() -> Iterator[None]:
+    """Hold back propulate's interruptions (SIGALRM) in this thread until the block is left.
+
+    Once an evaluation is interrupted, propulate's watchdog repeats the interruption every few milliseconds
+    while the loss function runs. Ending the trainer's thread and aborting the worker's group must not be cut
+    short by one (a thread left running, a group half aborted): a repeat arrives when the block is left, and
+    ends the loss function then.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _wait_for(thread: threading.Thread, abandon: Callable[[], None]) -> None:
     """Wait until ``thread`` ended; take interruptions that arrive meanwhile in, and raise one at the end.
 
-    An interruption of the evaluation (:class:`EvaluationInterrupted`, raised by propulate's signal handler)
-    may arrive again while the thread ends: the thread must end all the same, so it is raised once the thread
-    has ended. A thread that does not end within :data:`HALT_TIMEOUT` seconds (blocked in a collective
-    operation) is released by ``abandon``, then waited for again; one that still runs is left to the
-    interpreter (a daemon thread), loudly.
+    An interruption of the evaluation that is not held back (:class:`EvaluationInterrupted`, raised by a
+    second SIGINT) may arrive while the thread ends: the thread must end all the same, so it is raised once
+    the thread has ended. A thread that does not end within :data:`HALT_TIMEOUT` seconds (blocked in a
+    collective operation) is released by ``abandon``, then waited for again; one that still runs is left to
+    the interpreter (a daemon thread), loudly.
     """
     interrupted: EvaluationInterrupted | None = None
     for attempt in range(2):

@@ -10,7 +10,8 @@ A small classifier on synthetic data, ``--batches`` batches per epoch, trained b
 
 Every rank appends ``uid epoch rank`` to ``<checkpoint>/epochs.txt`` as it begins each epoch and touches
 ``evaluating-<rank>`` when it trains. Prints ``RESULT {json}`` on rank 0: the statuses of the individuals,
-the seconds ``propulate()`` took on each rank and the interim losses of each individual. Every rank appends
+the seconds ``propulate()`` took on each rank, the interim losses of each individual and how many
+interrupted evaluations are pending. Every rank appends
 ``rank uid port`` to ``groups.txt`` when it builds a module: the rendezvous port of its worker's group.
 """
 
@@ -172,4 +173,6 @@ if world.rank == 0:
     evaluated = {ind.uid: ind for population in populations for ind in population}.values()
     statuses = {status.name: sum(ind.status is status for ind in evaluated) for status in Status}
     steps = {str(ind.uid): ind.steps for ind in evaluated}
-    print("RESULT " + json.dumps({"statuses": statuses, "elapsed": elapsed, "steps": steps}))
+    pending = sum(len(inds) for inds in load_checkpoint(checkpoint).pending.values())
+    result = {"statuses": statuses, "elapsed": elapsed, "steps": steps, "pending": pending}
+    print("RESULT " + json.dumps(result))
