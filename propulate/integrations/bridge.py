@@ -189,8 +189,7 @@ def follow_trainer(
                 yield payload
                 reporter._answer(True)
             elif kind == _FAILED:
-                abandon()
-                raise payload
+                raise payload  # after the partners are released, below
             else:
                 ended = True
                 return
