@@ -117,7 +117,8 @@ def parse_arguments(comm: MPI.Comm = MPI.COMM_WORLD) -> argparse.Namespace:
         if comm.rank == 0:
             parser.error(
                 f"--ranks-per-worker {args.ranks_per_worker} does not divide the {comm.size} rank(s) of "
-                "this job"
+                f"this job: start a multiple of {args.ranks_per_worker} ranks (mpiexec -n "
+                f"{args.ranks_per_worker} ...), or pass --ranks-per-worker 1 to train each model on one rank"
             )
         sys.exit(2)
     return args
