@@ -34,7 +34,7 @@ from typing import Any
 from mpi4py import MPI
 
 from ..checkpoint.evaluations import evaluation_checkpoint
-from ..utils.distributed import WorkerGroup, abort_worker_process_group
+from ..utils.distributed import METHODS, WorkerGroup, abort_worker_process_group
 from .bridge import Reporter, follow_trainer, worker_group
 
 try:
@@ -285,8 +285,6 @@ def lightning_loss_fn(
         raise ValueError(f"monitor must be the name of a logged metric; got {monitor!r}")
     if trainer_kwargs is not None and not callable(trainer_kwargs):
         _check_trainer_kwargs(trainer_kwargs)
-    from ..utils.distributed import METHODS
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(repr(m) for m in METHODS)}; got {method!r}")
 

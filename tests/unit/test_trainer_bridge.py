@@ -4,12 +4,14 @@ A fake trainer runs in the bridge's helper thread and reports interim losses; th
 as propulate's evaluator does (``next``, ``close``) and interrupt it as propulate's watchdog does (a SIGALRM
 sent to the main thread, whose handler raises :class:`EvaluationInterrupted`), and check that no thread
 outlives its evaluation. The Lightning and Hugging Face loss functions are checked for what they refuse; the
-Lightning one also runs by hand on one rank (``slow``).
+Lightning one also runs by hand on one rank, and both modules import their library lazily (``slow``).
 """
 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -96,34 +98,50 @@ def test_a_training_that_reports_nothing_ends_the_generator() -> None:
     assert not trainer_threads()
 
 
-@pytest.fixture
-def watchdog() -> Iterator[Callable[[float, float], None]]:
-    """Interrupt the main thread as propulate's watchdog does: SIGALRM to it after ``delay`` s, then every
-    ``repeat`` s (0: once) from another thread, with a handler that raises ``EvaluationInterrupted``."""
+class Watchdog:
+    """Interrupts the main thread as propulate's watchdog does: SIGALRM sent to it from another thread, whose
+    handler raises ``EvaluationInterrupted`` while the loss function runs (:meth:`evaluate`), as propulate's
+    handler does while its evaluator is in ``next()``."""
 
-    def handler(signum: int, frame: object) -> None:
-        raise EvaluationInterrupted("the time limit is near")
+    def __init__(self) -> None:
+        self.evaluating = False
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
 
-    previous = signal.signal(signal.SIGALRM, handler)
-    stop = threading.Event()
-    main = threading.main_thread().ident or 0
+    def handler(self, signum: int, frame: object) -> None:
+        if self.evaluating:
+            raise EvaluationInterrupted("the time limit is near")
 
-    def interrupt(delay: float, repeat: float) -> None:
-        if stop.wait(delay):
-            return
-        signal.pthread_kill(main, signal.SIGALRM)
-        while repeat > 0 and not stop.wait(repeat):
+    def start(self, delay: float, repeat: float) -> None:
+        """Send SIGALRM after ``delay`` s, then every ``repeat`` s (0: once)."""
+        main = threading.main_thread().ident or 0
+
+        def interrupt() -> None:
+            if self.stop.wait(delay):
+                return
             signal.pthread_kill(main, signal.SIGALRM)
+            while repeat > 0 and not self.stop.wait(repeat):
+                signal.pthread_kill(main, signal.SIGALRM)
 
-    threads: list[threading.Thread] = []
+        self.threads.append(threading.Thread(target=interrupt, daemon=True))
+        self.threads[-1].start()
 
-    def start(delay: float, repeat: float) -> None:
-        threads.append(threading.Thread(target=interrupt, args=(delay, repeat), daemon=True))
-        threads[-1].start()
+    def evaluate(self, stream: Iterator[Any]) -> Any:
+        """Take the next interim loss, as the evaluator does: interruptible only meanwhile."""
+        self.evaluating = True
+        try:
+            return next(stream)
+        finally:
+            self.evaluating = False
 
-    yield start
-    stop.set()
-    for thread in threads:
+
+@pytest.fixture
+def watchdog() -> Iterator[Watchdog]:
+    dog = Watchdog()
+    previous = signal.signal(signal.SIGALRM, dog.handler)
+    yield dog
+    dog.stop.set()
+    for thread in dog.threads:
         thread.join()
     signal.signal(signal.SIGALRM, previous)
 
@@ -134,15 +152,15 @@ def test_an_interruption_mid_epoch_halts_the_thread_before_the_loss_function_end
     stream = follow_trainer(
         fake_trainer([3.0, 2.0], seen, batches=50, pause=0.01), abandon, name="test-trainer"
     )
-    watchdog(0.15, 0.0)
+    watchdog.start(0.15, 0.0)
     with pytest.raises(EvaluationInterrupted):
-        next(stream)
+        watchdog.evaluate(stream)
     assert abandon.calls == 1, "the worker's group is aborted: a partner may wait in a collective"
     assert not trainer_threads(), "the trainer's thread ended (Halted at its next batch)"
     assert seen == [], "it never reached its first report"
 
 
-def test_repeated_interruptions_do_not_cut_the_halt_short(watchdog, monkeypatch) -> None:
+def test_repeated_interruptions_do_not_cut_the_halt_short(watchdog) -> None:
     halted_at: list[float] = []
 
     def train(reporter: Reporter) -> None:
@@ -157,9 +175,9 @@ def test_repeated_interruptions_do_not_cut_the_halt_short(watchdog, monkeypatch)
 
     releases: list[float] = []
     stream = follow_trainer(train, lambda: releases.append(time.monotonic()), name="test-trainer")
-    watchdog(0.1, 0.02)
+    watchdog.start(0.1, 0.02)
     with pytest.raises(EvaluationInterrupted):
-        next(stream)
+        watchdog.evaluate(stream)
     ended = time.monotonic()
     assert len(releases) == 1 and halted_at and halted_at[0] <= ended
     assert not trainer_threads()
@@ -296,3 +314,31 @@ def test_lightning_loss_fn_by_hand_on_one_rank(one_rank_group) -> None:
     with pytest.raises(KeyError, match=r"monitor='val_loss': no such scalar was logged.*'other'"):
         list(loss_fn({"lr": 0.1}))
     assert not [thread for thread in threading.enumerate() if thread.name.startswith("propulate-lightning")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("module", "hidden", "extra"),
+    [("lightning", "lightning", "lightning"), ("hf_trainer", "transformers", "transformers")],
+)
+def test_the_integrations_are_imported_lazily_and_name_their_extra(
+    module: str, hidden: str, extra: str
+) -> None:
+    code = (
+        "import sys\n"
+        "import propulate, propulate.integrations\n"
+        "from propulate import Islands\n"
+        "loaded = [m for m in sys.modules if m.startswith(('lightning', 'transformers', 'accelerate'))]\n"
+        "assert not loaded, loaded\n"
+        f"sys.modules[{hidden!r}] = None\n"
+        "try:\n"
+        f"    import propulate.integrations.{module}\n"
+        "except ImportError as err:\n"
+        f"    assert 'pip install \"propulate[{extra}]\"' in str(err), err\n"
+        "else:\n"
+        "    raise AssertionError('no ImportError')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
