@@ -3,8 +3,9 @@
 A fake trainer runs in the bridge's helper thread and reports interim losses; the tests drive the generator
 as propulate's evaluator does (``next``, ``close``) and interrupt it as propulate's watchdog does (a SIGALRM
 sent to the main thread, whose handler raises :class:`EvaluationInterrupted`), and check that no thread
-outlives its evaluation. The Lightning and Hugging Face loss functions are checked for what they refuse; the
-Lightning one also runs by hand on one rank, and both modules import their library lazily (``slow``).
+outlives its evaluation. The Lightning and Hugging Face loss functions are checked for what they refuse, the
+Lightning one also runs by hand on one rank, and both modules import their library lazily (``slow``: these
+import Lightning or transformers).
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ def test_a_thread_that_does_not_halt_is_released_and_waited_for_again(monkeypatc
 # ---------------------------------------------------------------------------------------- the trainers
 
 
+@pytest.mark.slow  # imports Lightning or transformers: seconds
 def test_lightning_loss_fn_refuses_what_the_worker_decides() -> None:
     pytest.importorskip("lightning")
     from propulate.integrations.lightning import lightning_loss_fn
@@ -221,6 +223,7 @@ def test_lightning_loss_fn_refuses_what_the_worker_decides() -> None:
         lightning_loss_fn(None)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # imports Lightning or transformers: seconds
 def test_lightning_environment_is_the_workers() -> None:
     pytest.importorskip("lightning")
     from propulate.integrations.lightning import WorkerEnvironment
@@ -237,6 +240,7 @@ def test_lightning_environment_is_the_workers() -> None:
         environment.set_world_size(4)
 
 
+@pytest.mark.slow  # imports Lightning or transformers: seconds
 def test_hf_trainer_loss_fn_refuses_what_the_worker_decides() -> None:
     pytest.importorskip("transformers")
     from propulate.integrations.hf_trainer import hf_trainer_loss_fn, worker_environment
