@@ -132,6 +132,8 @@ LIMITED = [
     "--batch-sleep",
     "0.5",
 ]
+ONE_RANK = ["--ranks-per-worker", "1", "--prune-at", "2", "--epochs", "3"]
+CASES["one-rank-4"] = (4, [*checkpoint("one-rank"), *ONE_RANK])
 CASES["time-limit-4"] = (4, [*checkpoint("limit"), *LIMITED])
 CASES["finish-4"] = (4, [*checkpoint("limit"), "--finish", "--epochs", "2", "--batches", "16"])
 
@@ -173,6 +175,15 @@ def test_a_pruned_training_stops_on_every_rank_at_the_same_validation(cases, n):
     # The Trainer (Accelerate) left the worker's group alone: each worker's second evaluation reused it.
     for rank, ports in groups_by_rank(directory).items():
         assert len(ports) == 2 and ports[0] == ports[1] > 0, (rank, ports)
+
+
+def test_one_rank_workers_train_and_are_pruned_alone(cases):
+    result, directory = run(cases, "one-rank-4")
+    assert result["statuses"]["PRUNED"] == 8 and set(result["steps"].values()) == {2}, result
+    begun = epochs_begun(directory / "epochs.txt")
+    assert len(begun) == 8
+    for uid, ranks in begun.items():
+        assert len(ranks) == 1 and list(ranks.values()) == [[0, 1]], (uid, dict(ranks))
 
 
 @pytest.mark.parametrize("n", [4, 8])
