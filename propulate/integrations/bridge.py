@@ -90,7 +90,7 @@ class Reporter:
         """Hand ``value`` (an interim loss, or a mapping with a ``"loss"``) over; return whether to go on.
 
         Blocks the trainer's thread until propulate has taken the value in (and, with several ranks, the
-        worker's ranks have agreed on it and the saved state is committed). Returns ``False`` at once once
+        worker's ranks have agreed on it and the saved state is committed). Returns ``False`` at once after
         the training was ended.
         """
         if self.halted:
@@ -189,7 +189,7 @@ def follow_trainer(
                 yield payload
                 reporter._answer(True)
             elif kind == _FAILED:
-                raise payload  # after the partners are released, below
+                raise payload  # the block below releases the partners before it leaves
             else:
                 ended = True
                 return

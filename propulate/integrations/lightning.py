@@ -256,8 +256,8 @@ def lightning_loss_fn(
     Raises
     ------
     TypeError
-        If ``module_factory`` or a callable ``datamodule`` or ``trainer_kwargs`` is not callable; in the loss
-        function, if the factory returns no ``LightningModule``.
+        If ``module_factory`` is not callable or ``trainer_kwargs`` is neither a mapping nor a callable; in the
+        loss function, if the factory returns no ``LightningModule``.
     ValueError
         If ``mode`` or ``method`` is not one of the allowed values, or ``trainer_kwargs`` holds an argument
         the worker sets (naming it); in the loss function, if the training ended without a validation.
@@ -275,7 +275,8 @@ def lightning_loss_fn(
             datamodule=MNISTData(batch_size=64),
             trainer_kwargs={"max_epochs": 8},
         )
-        Islands(loss_fn, propagator, rng, ranks_per_worker=2, surrogate_factory=SuccessiveHalving).propulate()
+        surrogate = lambda: SuccessiveHalving(min_resource=1, reduction_factor=2, max_resource=8)
+        Islands(loss_fn, propagator, rng, ranks_per_worker=2, surrogate_factory=surrogate).propulate()
     """
     if not callable(module_factory):
         raise TypeError(f"module_factory must be callable; got {type(module_factory).__name__}")
