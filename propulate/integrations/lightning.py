@@ -256,8 +256,8 @@ def lightning_loss_fn(
     Raises
     ------
     TypeError
-        If ``module_factory`` is not callable or ``trainer_kwargs`` is neither a mapping nor a callable; in the
-        loss function, if the factory returns no ``LightningModule``.
+        If ``module_factory`` is not callable or ``trainer_kwargs`` is neither a mapping nor a callable; in
+        the loss function, if the factory returns no ``LightningModule``.
     ValueError
         If ``mode`` or ``method`` is not one of the allowed values, or ``trainer_kwargs`` holds an argument
         the worker sets (naming it); in the loss function, if the training ended without a validation.
