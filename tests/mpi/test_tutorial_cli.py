@@ -33,7 +33,14 @@ BENCHMARK_OPTIONS = {
     "nm_example.py": COMMON | {"function"},
     "cmaes_example.py": COMMON | {"function", "adapter"},
 }
-TORCH_TUTORIALS = ["torch_ddp_example.py", "surrogate_example.py"]
+TORCH_TUTORIALS = [
+    "torch_ddp_example.py",
+    "surrogate_example.py",
+    "lightning_example.py",
+    "hf_trainer_example.py",
+]
+#: What each torch tutorial needs besides torchvision (the trainer integrations' extras).
+NEEDS = {"lightning_example.py": ("lightning",), "hf_trainer_example.py": ("transformers", "sklearn")}
 ALL_TUTORIALS = [*BENCHMARK_OPTIONS, *TORCH_TUTORIALS]
 
 
@@ -41,6 +48,8 @@ def help_text(script: str) -> str:
     """Return ``script --help`` as printed on a terminal wide enough that no help line wraps."""
     if script in TORCH_TUTORIALS:
         pytest.importorskip("torchvision")
+        for module in NEEDS.get(script, ()):
+            pytest.importorskip(module)
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "1000"}
     done = subprocess.run(
         [sys.executable, str(TUTORIALS / script), "--help"],
@@ -126,6 +135,8 @@ def test_too_few_ranks_for_a_worker_suggest_ranks_per_worker_1(
     mpilaunch, tmp_path: Path, script: str
 ) -> None:
     pytest.importorskip("torchvision")
+    for module in NEEDS.get(script, ()):
+        pytest.importorskip(module)
     args = ["--ranks-per-worker", "2", "--checkpoint", str(tmp_path)]
     done = mpilaunch(TUTORIALS / script, 1, *args, timeout=120, cwd=tmp_path)
     assert done.returncode != 0, done.stdout[-3000:]
