@@ -1,10 +1,10 @@
 """Hugging Face's Trainer inside multi-rank workers (propulate.integrations.hf_trainer) under mpiexec.
 
-The tutorial runs with 2 workers of 2 ranks (gloo) and ASHA, is stopped by SIGTERM in the middle of an epoch,
-and resumes: every epoch of every individual is trained once, on both ranks of its worker, pruned ones
-included. ``programs/hf_trainer_faults.py`` trains a small model on synthetic data in several cases per
-launch (4 and 8 ranks): a surrogate that prunes, a rank that raises while its partner waits for it in DDP's
-all-reduce, a time limit, and the resume after it; nothing hangs and every rank exits.
+The tutorial runs with 2 and with 4 workers of 2 ranks (gloo) and ASHA, is stopped by SIGTERM in the
+middle of an epoch, and resumes: every epoch of every individual is trained once, on both ranks of its
+worker, pruned ones included. ``programs/hf_trainer_faults.py`` trains a small model on synthetic data
+in several cases per launch (4 ranks): a surrogate that prunes, a rank that raises while its partner waits
+for it in DDP's all-reduce, a time limit, and the resume after it; nothing hangs and every rank exits.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ def epochs_begun(log: Path) -> dict[int, dict[int, list[int]]]:
     return begun
 
 
-def tutorial(checkpoint: Path, log: Path, interrupt: bool) -> tuple[str, bool]:
-    """Run the tutorial once on 4 ranks; with ``interrupt``, SIGTERM it just after some epoch began."""
+def tutorial(checkpoint: Path, log: Path, interrupt: bool, n: int) -> tuple[str, bool]:
+    """Run the tutorial once on ``n`` ranks; with ``interrupt``, SIGTERM it just after some epoch began."""
     args = [
         *("--generations", "2", "--epochs", str(EPOCHS), "--eta", "2", "--batch-size", "8"),
         *("--checkpoint", str(checkpoint), "--epoch-log", str(log), "--top-n", "2", "--method", "gloo"),
     ]
-    proc = start_job(REPO / "tutorials" / "hf_trainer_example.py", 4, *args)
+    proc = start_job(REPO / "tutorials" / "hf_trainer_example.py", n, *args)
     signalled = False
     try:
         if interrupt:
@@ -66,11 +66,13 @@ def tutorial(checkpoint: Path, log: Path, interrupt: bool) -> tuple[str, bool]:
     return out, signalled
 
 
-def test_tutorial_stopped_mid_epoch_resumes_without_training_an_epoch_twice(tmp_path):
+@pytest.mark.parametrize("n", [4, 8])
+def test_tutorial_stopped_mid_epoch_resumes_without_training_an_epoch_twice(tmp_path, n):
+    """2-rank workers: 2 at 4 ranks, 4 at 8, each training 2 individuals."""
     pytest.importorskip("transformers")
     pytest.importorskip("sklearn")
     checkpoint, log = tmp_path / "checkpoints", tmp_path / "epochs.txt"
-    first, signalled = tutorial(checkpoint, log, interrupt=True)
+    first, signalled = tutorial(checkpoint, log, interrupt=True, n=n)
     assert signalled, f"the job ended before it could be interrupted:\n{first[-3000:]}"
     assert "SIGTERM received" in first, first[-3000:]
     pending = [ind for inds in load_checkpoint(checkpoint).pending.values() for ind in inds]
@@ -79,7 +81,7 @@ def test_tutorial_stopped_mid_epoch_resumes_without_training_an_epoch_twice(tmp_
         folder = checkpoint / "evaluations" / str(ind.uid)
         assert list(folder.glob("step-*/checkpoint-*/trainer_state.json")), ind.uid
 
-    second, _ = tutorial(checkpoint, log, interrupt=False)
+    second, _ = tutorial(checkpoint, log, interrupt=False, n=n)
     best = re.findall(
         r"^\d\. evaluation loss (\d+\.\d+), accuracy .*, (\d) epoch\(s\): \{", second, re.MULTILINE
     )
@@ -89,7 +91,7 @@ def test_tutorial_stopped_mid_epoch_resumes_without_training_an_epoch_twice(tmp_
     assert continued >= 1, second[-3000:]
 
     individuals = [ind for inds in load_checkpoint(checkpoint).populations.values() for ind in inds]
-    assert len(individuals) == 4 and not any(load_checkpoint(checkpoint).pending.values())
+    assert len(individuals) == n and not any(load_checkpoint(checkpoint).pending.values())
     assert {ind.status for ind in individuals} <= {Status.COMPLETED, Status.PRUNED}
     # The best completed individuals, at most --top-n 2 (ASHA lets the first run at each rung through: one
     # at least), best first, each trained to the last epoch.
@@ -120,7 +122,7 @@ def checkpoint(name: str) -> list[str]:
 
 
 CASES: dict[str, tuple[int, list[str]]] = {}
-for n in (4, 8):
+for n in (4,):  # at 8 ranks: the tutorial, stopped and resumed (above)
     CASES[f"prune-{n}"] = (n, [*checkpoint(f"prune-{n}"), "--prune-at", "2", "--epochs", "4"])
     CASES[f"raise-{n}"] = (n, [*checkpoint(f"raise-{n}"), "--mode", "raise", "--failure-timeout", "5"])
 # Epochs of 16 batches of 0.5 s: the interruption (at 9 s) finds the trainings in the middle of an epoch.
@@ -166,7 +168,7 @@ def groups_by_rank(directory: Path) -> dict[int, list[int]]:
     return ports
 
 
-@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("n", [4])
 def test_a_pruned_training_stops_on_every_rank_at_the_same_validation(cases, n):
     result, directory = run(cases, f"prune-{n}")
     workers = n // 2
@@ -190,7 +192,7 @@ def test_one_rank_workers_train_and_are_pruned_alone(cases):
         assert len(ranks) == 1 and list(ranks.values()) == [[0, 1]], (uid, dict(ranks))
 
 
-@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("n", [4])
 def test_a_rank_raising_mid_epoch_fails_the_evaluation_and_releases_its_partner(cases, n):
     result, directory = run(cases, f"raise-{n}")
     # Released from DDP's all-reduce at once, not after failure_timeout (5 s, which would abort the job).

@@ -1,10 +1,10 @@
 """PyTorch Lightning inside multi-rank workers (propulate.integrations.lightning) under mpiexec.
 
-The tutorial runs with 2 workers of 2 ranks (gloo) and ASHA, is stopped by SIGTERM in the middle of an epoch,
-and resumes: every epoch of every individual is trained once, on both ranks of its worker, pruned ones
-included. ``programs/lightning_faults.py`` trains a small model on synthetic data in several cases per
-launch (4 and 8 ranks): a surrogate that prunes, a rank that raises while its partner waits for it in DDP's
-all-reduce, a time limit, and the resume after it; nothing hangs and every rank exits.
+The tutorial runs with 2 and with 4 workers of 2 ranks (gloo) and ASHA, is stopped by SIGTERM in the
+middle of an epoch, and resumes: every epoch of every individual is trained once, on both ranks of its
+worker, pruned ones included. ``programs/lightning_faults.py`` trains a small model on synthetic data
+in several cases per launch (4 ranks): a surrogate that prunes, a rank that raises while its partner waits
+for it in DDP's all-reduce, a time limit, and the resume after it; nothing hangs and every rank exits.
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ def epochs_begun(log: Path) -> dict[int, dict[int, list[int]]]:
     return begun
 
 
-def tutorial(checkpoint: Path, cache: Path, log: Path, interrupt: bool) -> tuple[str, bool]:
-    """Run the tutorial once on 4 ranks; with ``interrupt``, SIGTERM it just after some epoch began."""
+def tutorial(checkpoint: Path, cache: Path, log: Path, interrupt: bool, n: int) -> tuple[str, bool]:
+    """Run the tutorial once on ``n`` ranks; with ``interrupt``, SIGTERM it just after some epoch began."""
     args = [
         *("--generations", "2", "--epochs", str(EPOCHS), "--train-batches", "12", "--eta", "2"),
         *("--checkpoint", str(checkpoint), "--epoch-log", str(log), "--top-n", "2", "--method", "gloo"),
     ]
     proc = start_job(
-        REPO / "tutorials" / "lightning_example.py", 4, *args, env={"PROPULATE_DATA_CACHE": str(cache)}
+        REPO / "tutorials" / "lightning_example.py", n, *args, env={"PROPULATE_DATA_CACHE": str(cache)}
     )
     signalled = False
     try:
@@ -68,11 +68,13 @@ def tutorial(checkpoint: Path, cache: Path, log: Path, interrupt: bool) -> tuple
     return out, signalled
 
 
-def test_tutorial_stopped_mid_epoch_resumes_without_training_an_epoch_twice(tmp_path):
+@pytest.mark.parametrize("n", [4, 8])
+def test_tutorial_stopped_mid_epoch_resumes_without_training_an_epoch_twice(tmp_path, n):
+    """2-rank workers: 2 at 4 ranks, 4 at 8, each training 2 individuals."""
     pytest.importorskip("lightning")
     pytest.importorskip("torchvision")
     checkpoint, cache, log = tmp_path / "checkpoints", tmp_path / "cache", tmp_path / "epochs.txt"
-    first, signalled = tutorial(checkpoint, cache, log, interrupt=True)
+    first, signalled = tutorial(checkpoint, cache, log, interrupt=True, n=n)
     assert signalled, f"the job ended before it could be interrupted:\n{first[-3000:]}"
     assert "SIGTERM received" in first, first[-3000:]
     pending = [ind for inds in load_checkpoint(checkpoint).pending.values() for ind in inds]
@@ -80,7 +82,7 @@ def test_tutorial_stopped_mid_epoch_resumes_without_training_an_epoch_twice(tmp_
     for ind in pending:  # stopped at a commit: Lightning's checkpoint of a whole epoch is there
         assert list((checkpoint / "evaluations" / str(ind.uid)).glob("step-*/lightning.ckpt")), ind.uid
 
-    second, _ = tutorial(checkpoint, cache, log, interrupt=False)
+    second, _ = tutorial(checkpoint, cache, log, interrupt=False, n=n)
     best = re.findall(
         r"^\d\. validation loss (\d+\.\d+), accuracy .*, (\d) epoch\(s\): \{", second, re.MULTILINE
     )
@@ -90,7 +92,7 @@ def test_tutorial_stopped_mid_epoch_resumes_without_training_an_epoch_twice(tmp_
     assert continued >= 1, second[-3000:]
 
     individuals = [ind for inds in load_checkpoint(checkpoint).populations.values() for ind in inds]
-    assert len(individuals) == 4 and not any(load_checkpoint(checkpoint).pending.values())
+    assert len(individuals) == n and not any(load_checkpoint(checkpoint).pending.values())
     assert {ind.status for ind in individuals} <= {Status.COMPLETED, Status.PRUNED}
     # The best completed individuals, at most --top-n 2 (ASHA lets the first run at each rung through: one
     # at least), best first, each trained to the last epoch.
@@ -121,7 +123,7 @@ def checkpoint(name: str) -> list[str]:
 
 
 CASES: dict[str, tuple[int, list[str]]] = {}
-for n in (4, 8):
+for n in (4,):  # at 8 ranks: the tutorial, stopped and resumed (above)
     CASES[f"prune-{n}"] = (n, [*checkpoint(f"prune-{n}"), "--prune-at", "2", "--epochs", "4"])
     CASES[f"raise-{n}"] = (n, [*checkpoint(f"raise-{n}"), "--mode", "raise", "--failure-timeout", "5"])
 # Epochs of 16 batches of 0.5 s: the interruption (at 9 s) finds the trainings in the middle of an epoch.
@@ -167,7 +169,7 @@ def groups_by_rank(directory: Path) -> dict[int, list[int]]:
     return ports
 
 
-@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("n", [4])
 def test_a_pruned_training_stops_on_every_rank_at_the_same_validation(cases, n):
     result, directory = run(cases, f"prune-{n}")
     workers = n // 2
@@ -191,7 +193,7 @@ def test_one_rank_workers_train_and_are_pruned_alone(cases):
         assert len(ranks) == 1 and list(ranks.values()) == [[0, 1]], (uid, dict(ranks))
 
 
-@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("n", [4])
 def test_a_rank_raising_mid_epoch_fails_the_evaluation_and_releases_its_partner(cases, n):
     result, directory = run(cases, f"raise-{n}")
     # Released from DDP's all-reduce at once, not after failure_timeout (5 s, which would abort the job).
