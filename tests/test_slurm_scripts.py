@@ -24,9 +24,6 @@ from propulate import load_checkpoint
 
 from .mpi.conftest import find_mpiexec, kill_job
 
-# The scripts' steps run under mpiexec: in the MPI tests' xdist worker (see tests/mpi/conftest.py).
-pytestmark = pytest.mark.xdist_group("mpi")
-
 REPO = Path(__file__).resolve().parents[1]
 SCRIPTS = {"cpu": REPO / "slurm" / "cpu_single_node.sbatch", "gpu": REPO / "slurm" / "gpu_multi_node.sbatch"}
 STANDINS = Path(__file__).parent / "slurm_standins"

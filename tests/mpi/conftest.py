@@ -27,16 +27,10 @@ REPO = mpijob.REPO
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark ``mpi`` every test collected from this folder (``-m "not mpi"`` leaves them out).
-
-    They also share one ``xdist_group``: with ``pytest -n 2 --dist loadgroup`` (the README's test command)
-    they run one after the other in one worker, each job with the machine's cores to itself but for the
-    other worker's one-process tests, instead of two jobs of up to 8 ranks at once.
-    """
+    """Mark ``mpi`` every test collected from this folder (``-m "not mpi"`` leaves them out)."""
     for item in items:
         if item.path.is_relative_to(HERE):
             item.add_marker(pytest.mark.mpi)
-            item.add_marker(pytest.mark.xdist_group("mpi"))
 
 
 def find_mpiexec() -> str:
