@@ -28,6 +28,7 @@ import inspect
 import json
 import logging
 import math
+import os
 import socket
 import sys
 import time
@@ -666,7 +667,8 @@ def _abort_job(pause: float = 1.0) -> None:
     Launchers (Hydra's proxies, ``srun``) forward a rank's output asynchronously, and the abort kills the
     forwarding processes too: output still in a pipe is lost, and with it the reason for the abort. So the
     log handlers and standard streams are flushed first and the launcher gets ``pause`` seconds to forward
-    them.
+    them. Should ``MPI_Abort`` return (MPICH's may: it asks the launcher to end the job, which takes a
+    moment), this rank ends itself at once rather than run on.
     """
     for stream in [*logging.getLogger().handlers, *log.handlers, sys.stdout, sys.stderr]:
         try:
@@ -675,6 +677,7 @@ def _abort_job(pause: float = 1.0) -> None:
             pass
     time.sleep(pause)
     MPI.COMM_WORLD.Abort(1)
+    os._exit(1)
 
 
 class _Run:

@@ -3,7 +3,7 @@
 Usage: ``mpiexec -n N python _cases.py PROGRAM CASES``, where ``CASES`` is a JSON object that maps each case's
 name to the program's argument list. Every rank waits for the others before a case begins; then rank 0 prints
 ``CASE name`` and the program runs as ``__main__`` with those arguments. A case that exits non-zero aborts the
-job with its exit code, so the remaining cases do not run.
+job with its exit code, so the remaining cases do not run (``tests/mpi/conftest.py`` starts them anew).
 
 Only rank 0's lines are ordered with respect to the ``CASE`` lines: another rank's line may appear under the
 next case. The programs print their ``RESULT`` and verdict lines on rank 0.
@@ -12,6 +12,7 @@ next case. The programs print their ``RESULT`` and verdict lines on rank 0.
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import sys
 
@@ -29,5 +30,7 @@ for name, args in cases.items():
     except SystemExit as end:
         if end.code not in (None, 0):
             print(f"case {name}: rank {world.rank} exited with {end.code}", flush=True)
-            world.Abort(end.code if isinstance(end.code, int) else 1)
+            code = end.code if isinstance(end.code, int) else 1
+            world.Abort(code)
+            os._exit(code)  # this MPICH's MPI_Abort may return (seen: the next case began after it)
 world.Barrier()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from mpi4py import MPI
@@ -22,6 +23,7 @@ def verdict(comm: MPI.Comm, failures: list[str], **figures: Any) -> None:
         if problems:
             print("FAILED", flush=True)
             comm.Abort(1)
+            os._exit(1)  # this MPICH's MPI_Abort may return: never print OK after FAILED
         listed = " ".join(f"{name}={[ranks[name] for _, ranks in summary]}" for name in figures)
         print(f"OK {listed}".rstrip(), flush=True)
     comm.Barrier()

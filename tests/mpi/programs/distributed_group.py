@@ -298,3 +298,4 @@ if __name__ == "__main__":
         sys.stdout.flush()
         sys.stderr.flush()
         world.Abort(1)
+        os._exit(1)  # this MPICH's MPI_Abort may return
