@@ -79,6 +79,9 @@ def launch(
 #: that a hung launch is killed here, with its process tree, and fails its cases, rather than left running.
 LONGEST_LAUNCH = 500.0
 
+#: The line with which ``_cases.py`` begins a case, its name in the group.
+CASE_LINE = r"CASE (\S+)\n"
+
 
 class Cases:
     """Several cases of one program, run one after the other in one launch per rank count (``_cases.py``).
@@ -86,11 +89,15 @@ class Cases:
     ``cases`` maps a case's name to its rank count and the program's arguments, in which ``{tmp}`` stands for
     ``directory``. The first test that asks for a case launches every case of its rank count, in the order
     given (so a case may resume what an earlier one wrote); the others read their output from that launch.
-    The launch may take ``timeout`` seconds per case it runs, plus a minute, at most ``LONGEST_LAUNCH``. A
+    A launch may take ``timeout`` seconds per case it runs, plus a minute, at most ``LONGEST_LAUNCH``. A
     case's output holds rank 0's lines from its start to the next case's (another rank's line may stray into
-    the next case). A case's exit code is 0 once the next case began, else the launch's: a case that fails
-    stops the ones after it, which report that they did not run.
+    the next case). A case's exit code is 0 once the next case began, else its launch's. A case that fails
+    aborts its launch; the cases after it run in a new launch (up to ``RELAUNCHES`` times per rank count),
+    so that one failure is reported once, not by every case that came after it.
     """
+
+    #: New launches per rank count for the cases after a failed one.
+    RELAUNCHES = 3
 
     def __init__(
         self,
@@ -107,31 +114,43 @@ class Cases:
         }
         self.timeout = timeout
         self.env = env
-        self._launches: dict[int, mpijob.Finished] = {}
+        # Per rank count: each launch, with the names of the cases it began, in order.
+        self._launches: dict[int, list[tuple[mpijob.Finished, list[str]]]] = {}
+
+    def _launch(self, ranks: int) -> list[tuple[mpijob.Finished, list[str]]]:
+        launches: list[tuple[mpijob.Finished, list[str]]] = []
+        pending = [case for case, (n, _) in self.cases.items() if n == ranks]
+        while pending and len(launches) <= self.RELAUNCHES:
+            batch = {case: self.cases[case][1] for case in pending}
+            job = start_job("_cases.py", ranks, str(PROGRAMS / self.program), json.dumps(batch), env=self.env)
+            done = mpijob.finish(job, min(60.0 + self.timeout * len(batch), LONGEST_LAUNCH))
+            began = re.split(CASE_LINE, done.output)[1::2]
+            launches.append((done, began))
+            if done.timed_out or done.returncode == 0 or not began:
+                break
+            pending = pending[pending.index(began[-1]) + 1 :]  # after the one that failed
+        return launches
 
     def __call__(self, name: str) -> subprocess.CompletedProcess[str]:
         """Return the output of case ``name``, launching its rank count's cases if not done yet.
 
-        Fails the test if that launch ran past its timeout (once, for all of its cases).
+        Fails the test if its launch ran past its timeout (once, for all of the cases it holds).
         """
         ranks, _ = self.cases[name]
         if ranks not in self._launches:
-            batch = {case: args for case, (n, args) in self.cases.items() if n == ranks}
-            job = start_job("_cases.py", ranks, str(PROGRAMS / self.program), json.dumps(batch), env=self.env)
-            limit = min(60.0 + self.timeout * len(batch), LONGEST_LAUNCH)
-            self._launches[ranks] = mpijob.finish(job, limit)
-        done = self._launches[ranks]
+            self._launches[ranks] = self._launch(ranks)
+        launches = self._launches[ranks]
+        done, began = next(((d, b) for d, b in launches if name in b), launches[-1])
         if done.timed_out:
             command = " ".join(done.command)
             pytest.fail(f"{command} hung, killed after {done.seconds:.0f} s; output:\n{done.output[-5000:]}")
-        parts = re.split(r"CASE (\S+)\n", done.output)
-        names = parts[1::2]
-        if name not in names:
-            output = f"case {name} did not run; the launch's output:\n{done.output}"
+        if name not in began:
+            output = f"case {name} did not run; the last launch's output:\n{done.output}"
             return subprocess.CompletedProcess(done.command, done.returncode or 1, output, "")
-        index = names.index(name)
+        parts = re.split(CASE_LINE, done.output)
+        index = began.index(name)
         # Every rank ended a case before rank 0 announced the next one.
-        returncode = 0 if index + 1 < len(names) else done.returncode
+        returncode = 0 if index + 1 < len(began) else done.returncode
         return subprocess.CompletedProcess(done.command, returncode, parts[2 + 2 * index], "")
 
 
