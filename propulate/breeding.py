@@ -12,9 +12,12 @@ converged population, a swarm at rest, a selection passed through as the whole p
 that breeding by a uniform draw from the search space, up to :data:`MAX_DRAWS` draws (a particle at rest,
 with zero velocity, when the propagator's offspring are particles). In a finite search
 space (integer and categorical parameters only) where the draws find nothing new either, the configurations
-nobody has evaluated are listed once and drawn from; when there are none, the search space is exhausted and
-:meth:`Breeder.breed` returns ``None``: the loop then stops the run, since every configuration has been
-evaluated (a space of 12 configurations costs 12 evaluations, whatever the budget).
+nobody has evaluated or is evaluating are listed once and drawn from; when there are none,
+:meth:`Breeder.breed` returns ``None``. Once every configuration is evaluated the search space is exhausted
+(:meth:`Breeder.exhausted`) and the loop stops the run (a space of 12 configurations costs 12 evaluations,
+whatever the budget). Until then the worker withdraws its announcement and waits for news: a peer may still
+give up a configuration it announced (below), and must not count on this worker's last announcement as taken
+when it does.
 
 Announcements cannot be known before they arrive: two workers that breed the same configuration at the same
 moment both announce it before either knows of the other's. After announcing, a worker takes in what arrived
@@ -178,13 +181,16 @@ class Breeder:
     def hear(self, peer: int, said: Any, now: float) -> None:
         """Take in what ``peer`` said of its evaluations (a :class:`~propulate.mpi.news.Announcement`).
 
-        It starts evaluating the configuration of ``said.key`` (:meth:`announce`), or retires (``key`` is
-        ``None``: :meth:`retire`); ``now`` is ``time.monotonic()`` when the news arrived.
+        It starts evaluating the configuration of ``said.key`` (:meth:`announce`), retires
+        (:meth:`retire`), or withdraws its announcement (``key`` ``None``: it evaluates nothing now, and may
+        breed again); ``now`` is ``time.monotonic()`` when the news arrived.
         """
         if said is None:
             return
-        if said.key is None:
+        if said.retired:
             self.retire(peer)
+        elif said.key is None:  # it withdrew its announcement: it evaluates nothing for now
+            self._forget(peer)
         else:
             self.announce(peer, said.key, said.started, said.period, now, said.configuration)
 
@@ -260,10 +266,19 @@ class Breeder:
         """
         return not self._repeats and (self.population.knows(key) or key in self._running)
 
+    def exhausted(self) -> bool:
+        """Whether every configuration of a finite search space is evaluated: nothing is left to breed.
+
+        Unlike :meth:`breed` returning ``None``, which also happens while peers evaluate the last
+        configurations (one of them may yet give its configuration up, see the module docstring).
+        """
+        size = self.space.size if self.space is not None else None
+        return size is not None and self.population.n_distinct >= size
+
     def exhausted_text(self) -> str:
         """Return why breeding ended for the log: the search space is exhausted."""
         size = self.space.size if self.space is not None else "its"
-        return f"the search space is exhausted: all {size} configurations are evaluated or being evaluated"
+        return f"the search space is exhausted: all {size} configurations are evaluated"
 
     def _exhausted(self, space: SearchSpace) -> bool:
         """Whether every configuration of a finite ``space`` is evaluated or being evaluated."""
@@ -278,8 +293,8 @@ class Breeder:
     def breed(self) -> Individual | None:
         """Return a new individual of a configuration the island does not know.
 
-        Returns ``None`` if the search space is finite and every configuration is known (see the module
-        docstring).
+        Returns ``None`` if the search space is finite and every configuration is evaluated or being
+        evaluated by a peer (see the module docstring and :meth:`exhausted`).
 
         Raises
         ------

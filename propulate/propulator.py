@@ -7,7 +7,9 @@ result of its last evaluation and the individual it evaluates now. It evaluates 
 multi-rank worker), stores it, and, with the migration probability, sends emigrants to other islands.
 Generations are a per-worker counter; there is no global barrier until the end of the run, where every
 message still in flight is received before ``propulate()`` returns. The one wait before breeding is
-bounded: a worker far ahead of a peer whose result is overdue gives it a few milliseconds to arrive.
+bounded: a worker far ahead of a peer whose result is overdue gives it a few milliseconds to arrive. A
+worker with nothing to breed, as peers evaluate a finite search space's last configurations, waits for news;
+once every configuration is evaluated the run stops.
 """
 
 from __future__ import annotations
@@ -37,7 +39,6 @@ from .mpi.layout import Layout, layout_of
 from .mpi.link import Arrival, Immigrants, PeerUpdate, SurrogateNews
 from .mpi.messaging import bcast
 from .objectives import Objectives
-from .population import Population
 from .progress import progress_interval
 from .propagators.base import Propagator, SelectMax, SelectMin
 from .run_results import KEPT, RunResults, RunResultsMixin
@@ -243,11 +244,6 @@ class Propulator(RunResultsMixin):
         self._tracking = Tracking(chosen_trackers if self.is_worker_root else ())
         self._load_checkpoint(failure)
 
-    @property
-    def _population(self) -> Population:
-        """The island's individuals as this worker knows them (:attr:`IslandState.population`)."""
-        return self.state.population
-
     # ----------------------------------------------------------------------------------------------- run
 
     def propulate(self, logging_interval: int = 10, debug: int = -1) -> None:
@@ -434,6 +430,9 @@ class Propulator(RunResultsMixin):
                 self._take(arrivals, debug)
             redo = bool(self._requeue)  # an interrupted evaluation done again is no new generation
             ind = self._next_individual()
+            if ind is None and not self._breeder.exhausted():  # peers evaluate the last configurations
+                self._take(link.idle(), debug)
+                continue
             if ind is None:
                 stops.request(self._breeder.exhausted_text())
                 break
@@ -469,7 +468,7 @@ class Propulator(RunResultsMixin):
                 self._progress.take(arrival.report)
 
     def _next_individual(self) -> Individual | None:
-        """Return the next individual to evaluate, announced to the island; none if the space is exhausted.
+        """Return the next individual to evaluate, announced to the island; none if there is nothing to breed.
 
         An evaluation interrupted by the end of the last job is done again first; else a new one is bred
         (again, while a peer announced or evaluated the same configuration, see :meth:`_claim`).
@@ -481,7 +480,9 @@ class Propulator(RunResultsMixin):
                 if self._requeue
                 else self._breeder.breed_for(self.generation, self.island_rank, self.island_idx)
             )
-            if ind is None:
+            if ind is None:  # the island is told that this worker evaluates nothing now
+                self._started -= 1
+                self._link.tell(started=self._started, period=self._mean_period, withdraw=True)
                 return None
             self._link.tell(ind, self._started, self._mean_period)
             if ind.uid >= 0 or self._claim(ind):  # an evaluation done again is this worker's

@@ -30,6 +30,7 @@ from mpi4py import MPI
 from .checkpoint import CheckpointError, load_checkpoint
 from .errors import PropulateError
 from .individual import Individual, Status
+from .island_state import IslandState
 from .mpi.messaging import wait
 from .objectives import Objectives, loss_vector, pareto_front
 from .population import Population, distinct_best
@@ -175,11 +176,12 @@ class RunResultsMixin:
     island_displs: np.ndarray
     is_worker_root: bool
     objectives: Objectives | None
+    state: IslandState
 
     @property
     def _population(self) -> Population:
-        """The island's individuals as this worker knows them (the loop's store)."""
-        raise NotImplementedError
+        """The island's individuals as this worker knows them (:attr:`IslandState.population`)."""
+        return self.state.population
 
     @property
     def population(self) -> list[Individual]:

@@ -42,6 +42,11 @@ MAX_WAIT = 0.01
 PAUSE = 5e-5
 PAUSE_CAP = 2e-4
 
+#: Seconds between polls, at most, of a worker that has nothing to breed (:meth:`IslandLink.idle`), and how
+#: long it waits for news before it checks its stop conditions again.
+IDLE_PAUSE_CAP = 0.01
+IDLE_SECONDS = 1.0
+
 
 @dataclass(frozen=True)
 class PeerUpdate:
@@ -142,6 +147,8 @@ class IslandLink:
         self.stopping = stopping
         #: Seconds per generation of the last session: how often a finished worker passes news on.
         self.pace_seconds = 0.0
+        # Whether this worker's last word to the island was an announcement (not a withdrawal).
+        self._announcing = False
 
     @property
     def rank(self) -> int:
@@ -161,18 +168,22 @@ class IslandLink:
         period: float = 0.0,
         retire: bool = False,
         hold: bool = False,
+        withdraw: bool = False,
     ) -> None:
         """Send the island's other workers what this worker stored since it last told them.
 
         With ``announce``, also the individual this worker starts evaluating (its ``started``-th this session;
         ``period`` its mean evaluation time), so that no peer breeds the same configuration meanwhile; its
         evaluated individual reaches the peers with the next announcement, so one message per generation
-        carries both. With ``retire``, that this worker breeds no more. With ``hold``, news that reaches only
-        workers that breed no more waits (see :meth:`Relay.flush`).
+        carries both. With ``retire``, that this worker breeds no more; with ``withdraw``, that it evaluates
+        nothing for now (said once after an announcement, however often it is asked). With ``hold``, news
+        that reaches only workers that breed no more waits (see :meth:`Relay.flush`).
         """
         if retire:
             self.relay.retire(self.rank)
-        update = self.news.update(announce, started, period, retire)
+        withdraw = withdraw and self._announcing
+        self._announcing = announce is not None or (self._announcing and not (retire or withdraw))
+        update = self.news.update(announce, started, period, retire, withdraw)
         if update is not None:
             self.relay.originate(Tag.ISLAND_UPDATE, update)
         self.relay.flush(self.mailbox, hold)  # with what arrived to be passed on since the last flush
@@ -212,7 +223,7 @@ class IslandLink:
         for origin, kind, obj in news:
             if kind == Tag.ISLAND_UPDATE:
                 runs, deactivated, said = self.news.read(origin, obj)
-                if said is not None and said.key is None:
+                if said is not None and said.retired:
                     self.relay.retire(origin)
                 arrivals.append(PeerUpdate(origin, runs, deactivated, said))
             else:
@@ -258,6 +269,23 @@ class IslandLink:
             if now >= deadline or not behind(now):
                 return
             backoff.wait()
+
+    def idle(self, seconds: float = IDLE_SECONDS) -> list[Arrival]:
+        """Wait for news while this worker has nothing to breed; return what arrived.
+
+        Returns as soon as anything arrived, after ``seconds``, or once this worker is stopping. Polls sleep
+        up to :data:`IDLE_PAUSE_CAP` seconds: the news awaited is a peer's result or its change of mind,
+        and a peer's evaluation may take hours.
+        """
+        deadline = time.monotonic() + seconds
+        backoff = Backoff(start=PAUSE, cap=IDLE_PAUSE_CAP, patience=0.0)
+        while not self.stopping() and time.monotonic() < deadline:
+            self.check()
+            arrivals = self.receive()
+            if arrivals:
+                return arrivals
+            backoff.wait()
+        return []
 
     def claim(self, key: int, breeder: Breeding, likely: bool) -> Claim:
         """Start the claim of the configuration of ``key``, just announced (see :class:`Claim`).

@@ -4,15 +4,18 @@ A worker's news is what entered its population since it last told its island (it
 immigrants it took in as the island's first worker, deactivations) and the individual it starts evaluating
 now (the announcement that keeps peers from breeding the same configuration, with how many evaluations the
 worker has started this session and how long they take on average: see :mod:`propulate.breeding`). A worker
-that stops breeding says so once (it retires), so that nobody waits for its next result.
+that stops breeding says so once (it retires), so that nobody waits for its next result; one that finds
+nothing to breed for now (a finite search space whose last configurations its peers evaluate) says that it
+evaluates nothing (it withdraws its announcement), so that no peer takes a configuration it gave up for
+taken.
 
 On the wire an update is ``(chunks, deactivated, announcement)``. ``chunks`` are the individuals as plain
 values (:meth:`Individual.packed`) in runs of one search space; a run's search space is named only when it
 differs from the last one this sender named, so a run of one space names it in the sender's first message with
 individuals and peers remember it per sender (messages from one sender arrive in order). ``deactivated`` is a
-list of uids. ``announcement`` is ``None`` or ``(configuration or None when retiring, evaluations started,
-mean evaluation seconds)``, the configuration as :meth:`SearchSpace.canonical` bytes, which the peers hash. No
-MPI in here: the loop sends and receives.
+list of uids. ``announcement`` is ``None`` or ``(configuration, evaluations started, mean evaluation seconds,
+retired)``: the configuration as :meth:`SearchSpace.canonical` bytes, which the peers hash, or ``None`` when
+the worker evaluates nothing (it withdrew, or retired). No MPI in here: the loop sends and receives.
 """
 
 from __future__ import annotations
@@ -36,20 +39,24 @@ class Announcement:
     Attributes
     ----------
     key : int or None
-        :meth:`SearchSpace.key` of the configuration the peer evaluates now; ``None`` if it retires.
+        :meth:`SearchSpace.key` of the configuration the peer evaluates now; ``None`` if it evaluates nothing
+        (it retires, or it withdrew its last announcement).
     started : int >= 0
         Evaluations the peer has started this session, this one included.
     period : float >= 0
         The peer's mean evaluation time so far, seconds.
     configuration : bytes or None
         The configuration as :meth:`SearchSpace.canonical` wrote it (``key`` is its hash); ``None`` if the
-        peer retires. :meth:`SearchSpace.from_canonical` reads it back.
+        peer evaluates nothing. :meth:`SearchSpace.from_canonical` reads it back.
+    retired : bool
+        Whether the peer breeds no more (else, with ``key`` ``None``, it may breed again).
     """
 
     key: int | None
     started: int
     period: float
     configuration: bytes | None = None
+    retired: bool = False
 
 
 class IslandNews:
@@ -76,7 +83,12 @@ class IslandNews:
             self._deactivated.extend(deactivated)
 
     def update(
-        self, announce: Individual | None = None, started: int = 0, period: float = 0.0, retire: bool = False
+        self,
+        announce: Individual | None = None,
+        started: int = 0,
+        period: float = 0.0,
+        retire: bool = False,
+        withdraw: bool = False,
     ) -> tuple[Any, ...] | None:
         """Return the update to send now and forget the queued news; ``None`` when there is nothing to say.
 
@@ -90,15 +102,18 @@ class IslandNews:
             This worker's mean evaluation time so far, seconds.
         retire : bool
             Say that this worker breeds no more.
+        withdraw : bool
+            Say that this worker evaluates nothing now, but may breed again.
         """
-        if not self.has_peers or not (self._added or self._deactivated or retire or announce is not None):
+        said = retire or withdraw or announce is not None
+        if not self.has_peers or not (self._added or self._deactivated or said):
             return None
         chunks = self._pack(self._added)
-        announcement: tuple[bytes | None, int, float] | None = None
+        announcement: tuple[bytes | None, int, float, bool] | None = None
         if announce is not None:
-            announcement = (announce.space.canonical(announce.position), started, period)
-        elif retire:
-            announcement = (None, started, period)
+            announcement = (announce.space.canonical(announce.position), started, period, False)
+        elif said:
+            announcement = (None, started, period, retire)
         update = (chunks, self._deactivated, announcement)
         self._added = []
         self._deactivated = []
@@ -127,7 +142,7 @@ class IslandNews:
             runs.append([unpack(space, *row) for row in rows])
         said = None
         if announcement is not None:
-            configuration, started, period = announcement
+            configuration, started, period, retired = announcement
             key = None if configuration is None else hash(configuration)
-            said = Announcement(key, started, period, configuration)
+            said = Announcement(key, started, period, configuration, retired)
         return runs, deactivated, said

@@ -20,6 +20,7 @@ import pytest
 from propulate import Individual
 from propulate.breeding import DUE, MAX_ATTEMPTS, MAX_LAG, Breeder
 from propulate.individual import Status
+from propulate.mpi.news import Announcement
 from propulate.population import Population
 from propulate.propagators import Conditional, InitUniform, Propagator, SelectMin
 from propulate.space import SearchSpace
@@ -290,6 +291,28 @@ def test_a_peers_next_announcement_releases_its_previous_configuration() -> None
     assert not breeder.is_known(k0) and breeder.is_known(k1)
     breeder.retire(1)
     assert not breeder.is_known(k1)
+
+
+def test_a_withdrawn_announcement_frees_its_configuration_and_the_peer_may_breed_again() -> None:
+    limits = {"a": (0, 1)}
+    space = SearchSpace.of(limits)
+    population = Population()
+    breeder = Breeder(InitUniform(limits, rng=random.Random(0)), population, random.Random(0))
+    breeder.expect([1], 0.0)
+    k0, k1 = (space.key(np.array([float(v)])) for v in (0, 1))
+    breeder.hear(1, Announcement(k0, 1, 0.0, b"0"), 0.0)
+    evaluated = breeder.breed()
+    assert evaluated is not None and space.key(evaluated.position) == k1
+    evaluated.uid, evaluated.loss, evaluated.status = 0, 1.0, Status.COMPLETED
+    population.add(evaluated)
+    assert breeder.breed() is None and not breeder.exhausted()  # peer 1 evaluates the last one
+    breeder.hear(1, Announcement(None, 1, 0.0), 0.0)  # it gave it up: it is this worker's to breed
+    assert 1 in breeder.may_be_breeding(1.0)
+    last = breeder.breed()
+    assert last is not None and space.key(last.position) == k0
+    last.uid, last.loss, last.status = 1, 0.0, Status.COMPLETED
+    population.add(last)
+    assert breeder.breed() is None and breeder.exhausted()
 
 
 @pytest.mark.parametrize(

@@ -113,6 +113,27 @@ def test_a_retiring_peer_is_returned_as_such_and_its_relay_notes_it() -> None:
     assert isinstance(update, PeerUpdate) and update.said is not None and update.said.key is None
 
 
+def test_a_withdrawal_is_said_once_after_an_announcement_and_does_not_retire_the_peer() -> None:
+    links = island(2)
+    links[1].tell(withdraw=True, started=1)
+    assert links[0].receive() == []  # nothing announced: nothing to withdraw
+    links[1].tell(Individual({"x": 0.5, "n": 3}, LIMITS), started=1)
+    links[1].tell(withdraw=True, started=1)
+    links[1].tell(withdraw=True, started=1)  # asked again while idle: not said again
+    announced, withdrawn = links[0].receive()
+    assert isinstance(announced, PeerUpdate) and announced.said is not None and announced.said.key is not None
+    assert isinstance(withdrawn, PeerUpdate) and withdrawn.said is not None and withdrawn.said.key is None
+    assert not withdrawn.said.retired and links[0].relay._breeding[1]  # still breeding, for the relay
+
+
+def test_idle_returns_what_arrives_and_gives_up_after_its_time() -> None:
+    links = island(2)
+    assert links[0].idle(0.01) == []
+    links[1].tell(Individual({"x": 0.5, "n": 3}, LIMITS), started=1)
+    (update,) = links[0].idle(10.0)
+    assert isinstance(update, PeerUpdate) and update.said is not None and update.said.started == 1
+
+
 def test_immigrants_surrogate_news_and_progress_reports_come_back_in_arrival_order() -> None:
     links = island(2)
     links[1].emigrate(0, 3, [evaluated(11, 0.3)])

@@ -78,5 +78,12 @@ def test_retiring_says_so_without_a_configuration() -> None:
     sender.queue([evaluated(0, 0.4)], [])
     runs, _, said = receiver.read(1, wire(sender.update(retire=True, started=3, period=2.0)))
     assert len(runs[0]) == 1
-    assert said is not None and said.key is None and said.started == 3
+    assert said is not None and said.key is None and said.started == 3 and said.retired
     assert np.isclose(runs[0][0]["x"], 0.4)
+
+
+def test_withdrawing_says_nothing_is_evaluated_without_retiring() -> None:
+    sender, receiver = IslandNews(True), IslandNews(True)
+    _, _, said = receiver.read(1, wire(sender.update(withdraw=True, started=4, period=1.0)))
+    assert said is not None and said.key is None and said.configuration is None
+    assert said.started == 4 and not said.retired
