@@ -231,14 +231,32 @@ class PopulationBasedTraining(Propagator):
                 return [self._interval(params, me, interval, None, None)]
             return [self._interval(own.params(), me, interval, own, own)]
         source = candidates[donor]
-        params = explore(
-            source.params(), self.space, self.rng, self.resample_probability, self.perturbation_factors
-        )
+        params = self.explored(source, inds, interval)
         ind = self._interval(params, me, interval, source, own)
         ind[DONOR] = source.extras[MEMBER]
         if migrant(source):
             ind[DONOR_ISLAND], ind[ORIGIN] = source.island, source.extras.get(EMIGRANT, -1)
         return [ind]
+
+    def explored(self, source: Individual, intervals: list[Individual], interval: int) -> dict[str, Any]:
+        """Return the configuration of a member's next interval ``interval`` after it exploited ``source``.
+
+        Population-based training perturbs the donor's configuration (:func:`~propulate.pbt.explore`);
+        :class:`~propulate.pbt.PB2` chooses it with a Gaussian-process bandit instead.
+
+        Parameters
+        ----------
+        source : Individual
+            The donor's latest completed interval (a member's, or a migrant's), whose state is copied.
+        intervals : list of Individual
+            The individuals of the island this worker knows (its members' intervals and migrants), in any
+            order and of any status.
+        interval : int >= 1
+            The index of the exploiting member's next interval.
+        """
+        return explore(
+            source.params(), self.space, self.rng, self.resample_probability, self.perturbation_factors
+        )
 
     def _progress(self, member: int, newest: dict[int, Individual]) -> tuple[int, Individual | None, int]:
         """Return ``(member, its latest completed interval, its latest failed interval)``."""

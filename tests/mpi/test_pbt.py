@@ -141,6 +141,15 @@ def test_members_exploit_donors_committed_states(mpirun, tmp_path, n):
             assert row[f"user_attrs_{key}"] == ind["extras"][key]
 
 
+def test_pb2_members_exploit_donors_committed_states_and_explore_inside_the_range(mpirun, tmp_path):
+    """PB2 breeds as PBT does (the same lineage and states); its GP-chosen learning rates stay in range."""
+    args = ["--generations", str(GENERATIONS), "--interval", str(INTERVAL), "--pb2"]
+    result, out = run(mpirun, tmp_path, 4, *args)
+    assert result is not None, out.stdout[-3000:]
+    assert check(result, tmp_path, 4) >= 1, "no member exploited another"
+    assert all(0.02 <= ind["lr"] <= 0.6 for ind in result["individuals"])
+
+
 def test_two_rank_members_all_load_the_donors_state(mpirun, tmp_path):
     result, out = run(mpirun, tmp_path, 4, "--ranks-per-worker", "2", "--keep", "2")
     assert result is not None, out.stdout[-3000:]

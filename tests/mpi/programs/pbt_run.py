@@ -16,6 +16,8 @@ root appends ``uid step`` to ``steps-<rank>.log`` for each step it trained.
 of another island, so that its members rank below any member of another island and exploit the migrants
 that come from there.
 
+``--pb2``: :class:`propulate.pbt.PB2` instead of :class:`~propulate.pbt.PopulationBasedTraining`.
+
 ``--fail M:I``: member ``M``'s interval ``I`` raises before its first step, on every rank of its worker.
 
 ``--stop-at G:S``: when world rank 0 begins step ``S`` of its interval of generation ``G``, it sends SIGTERM
@@ -46,7 +48,7 @@ from mpi4py import MPI
 import propulate
 from propulate import Islands
 from propulate.parameters import Float
-from propulate.pbt import PopulationBasedTraining
+from propulate.pbt import PB2, PopulationBasedTraining
 
 world = MPI.COMM_WORLD
 parser = argparse.ArgumentParser()
@@ -65,6 +67,7 @@ parser.add_argument("--migration-probability", type=float, default=0.0)
 parser.add_argument("--pollination", type=int, default=1)
 parser.add_argument("--handicap", action="store_true")
 parser.add_argument("--kill-in-copy", action="store_true")
+parser.add_argument("--pb2", action="store_true")
 args = parser.parse_args()
 workers = world.size // args.ranks_per_worker
 island = world.rank // args.ranks_per_worker // (workers // args.num_islands)
@@ -144,7 +147,7 @@ def loss_fn(params, comm=MPI.COMM_SELF):
         yield {"loss": (3.0 - w) ** 2, **metrics}
 
 
-pbt = PopulationBasedTraining(
+pbt = (PB2 if args.pb2 else PopulationBasedTraining)(
     {"lr": Float(0.02, 0.6, log=True)},
     rng=random.Random(1000 * args.seed + world.rank),
     perturbation_interval=args.interval,
