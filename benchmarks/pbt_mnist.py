@@ -1,11 +1,12 @@
 """Population-based training against successive halving and the default propagator on MNIST, equal epochs.
 
-Three searches over the learning rate ``lr`` and its per-epoch decay ``gamma`` of the MNIST network of
+Four searches over the learning rate ``lr`` and its per-epoch decay ``gamma`` of the MNIST network of
 ``tutorials/torch_ddp_example.py`` (2 ReLU convolutions, the network of ``tutorials/pbt_example.py``), each
 on ``--ranks`` ranks of 1-rank workers (gloo on the CPU), each worker training ``--budget`` epochs:
 
 - ``pbt``: :class:`propulate.pbt.PopulationBasedTraining` with Ray's defaults, one member per worker,
   ``--budget`` intervals of one epoch (the loss function of ``tutorials/pbt_example.py``);
+- ``pb2``: :class:`propulate.pbt.PB2`, the same with its Gaussian-process bandit as the explore step;
 - ``asha``: the default propagator with asynchronous successive halving (``SuccessiveHalving``, the
   ``--surrogate asha`` path of ``tutorials/surrogate_example.py``: rungs at epochs 1, ``η``, ... below
   ``--epochs``, ``--eta`` 3), its individuals trained up to ``--epochs`` epochs;
@@ -64,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mpijob
 
 REPO = Path(__file__).resolve().parents[1]
-METHODS = ("pbt", "asha", "default")
+METHODS = ("pbt", "pb2", "asha", "default")
 #: The line of a job's output that carries its epochs, as JSON.
 MARK = "PBT_MNIST_EPOCHS "
 #: The network of the PBT tutorial, fixed for the searches of the other two methods.
@@ -144,7 +145,7 @@ def job(args: argparse.Namespace) -> None:
     from mpi4py import MPI
 
     from propulate import Islands
-    from propulate.pbt import PopulationBasedTraining
+    from propulate.pbt import PB2, PopulationBasedTraining
     from propulate.utils import get_default_propagator, rank_rng, set_logger_config
 
     comm = MPI.COMM_WORLD
@@ -159,9 +160,10 @@ def job(args: argparse.Namespace) -> None:
     trained: list[tuple[float, float]] = []
     limits = pbt_example.LIMITS
     settings: dict[str, Any] = {"ranks_per_worker": 1, "checkpoint_path": args.checkpoint}
-    if args.job == "pbt":
+    if args.job in ("pbt", "pb2"):
         loss_fn = counted(pbt_example.make_loss_fn(options, data_root), args.budget, trained)
-        pbt = PopulationBasedTraining(limits, rng=rank_rng(args.seed), perturbation_interval=1)
+        kind = PB2 if args.job == "pb2" else PopulationBasedTraining
+        pbt = kind(limits, rng=rank_rng(args.seed), perturbation_interval=1)
         islands = Islands(loss_fn, pbt, args.seed, generations=args.budget, **settings)
     else:
         loss_fn = counted(
