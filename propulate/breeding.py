@@ -75,8 +75,11 @@ MAX_ATTEMPTS = 16
 #: Uniform draws per breeding before a finite space's unevaluated configurations are listed.
 MAX_DRAWS = 64
 #: How many evaluations an island peer may have started fewer than this worker before the worker gives
-#: the peer's news time to arrive (see :meth:`Breeder.behind`).
-MAX_LAG = 2
+#: the peer's news time to arrive (see :meth:`Breeder.behind`). Wide enough that ordinary scheduling
+#: jitter between ranks that share cores never makes a worker wait (each wait sleeps, which hands the core
+#: over but costs a system call and a wake-up), narrow enough that a worker whose peers were not scheduled
+#: stops before it has bred many times from its own results alone.
+MAX_LAG = 16
 #: A peer's running evaluation is due once this many times its mean evaluation time has passed since it
 #: announced the evaluation (the margin covers its loop and the scheduling of its rank).
 DUE = 1.5
