@@ -10,9 +10,16 @@ its marks group nothing.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+#: Seconds a build of the docs may take: about 25 s of processor time here, room for a slow CI machine.
+DOCS_BUILD_TIMEOUT = 300
 
 #: The tests that launch jobs under ``mpiexec`` (paths relative to the repository, as in their node ids).
 MPI_TESTS = ("tests/mpi/", "tests/test_slurm_scripts.py")
@@ -30,3 +37,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             return "mpi" if nodeid.startswith(MPI_TESTS) else nodeid
 
     return MPITestsTogether(config, log)
+
+
+@pytest.fixture(scope="session")
+def docs_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build ``docs/`` as CI does (``python -m sphinx -W --keep-going -b html docs OUT``); the HTML folder.
+
+    Once per test process: the build checks and the browser checks read the same pages. Sphinx runs in a
+    subprocess, so autodoc imports this checkout of propulate.
+    """
+    pytest.importorskip("sphinx")
+    pytest.importorskip("numpydoc")
+    out = tmp_path_factory.mktemp("docs") / "html"
+    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", "docs", str(out)]
+    try:
+        build = subprocess.run(
+            command, cwd=REPO, capture_output=True, text=True, timeout=DOCS_BUILD_TIMEOUT, check=False
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"sphinx-build did not finish within {DOCS_BUILD_TIMEOUT} s: {' '.join(command)}")
+    assert build.returncode == 0, f"sphinx-build -W failed:\n{build.stderr[-6000:]}\n{build.stdout[-2000:]}"
+    return out

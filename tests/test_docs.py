@@ -1,7 +1,8 @@
 """The documentation in ``docs/`` builds with warnings as errors, and its API page lists every public name.
 
-The build runs Sphinx in a subprocess, as CI does (``python -m sphinx -W --keep-going -b html docs OUT``),
-so autodoc imports this checkout of propulate. "Lists" means the API page documents the object: Sphinx gives
+The build is the suite's one build of the docs (the ``docs_html`` fixture of ``tests/conftest.py``: Sphinx
+in a subprocess, as CI runs it, so autodoc imports this checkout of propulate); the fixture fails the test
+on any warning. "Lists" means the API page documents the object: Sphinx gives
 every documented class, function and value an HTML anchor named by its full name, under the module that
 defines it (``propulate.propagators.ga.PointMutation``), except the package's own names
 (``propulate.Islands``), the surrogates (``propulate.surrogate.StaticSurrogate``) and the trackers
@@ -13,15 +14,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-import subprocess
-import sys
 from pathlib import Path
-
-import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-# A full build takes about 20 s on two cores; this leaves room for a slow CI machine.
-BUILD_TIMEOUT = 300
 
 
 def _defining_module_names(module_name: str) -> dict[str, str]:
@@ -74,20 +67,8 @@ def _expected_anchors() -> dict[str, str]:
     return expected
 
 
-def test_docs_build_without_warnings_and_list_every_public_name(tmp_path: Path) -> None:
-    pytest.importorskip("sphinx")
-    pytest.importorskip("numpydoc")
-    out = tmp_path / "html"
-    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-b", "html", "docs", str(out)]
-    try:
-        build = subprocess.run(
-            command, cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"sphinx-build did not finish within {BUILD_TIMEOUT} s: {' '.join(command)}")
-    assert build.returncode == 0, f"sphinx-build -W failed:\n{build.stderr[-6000:]}\n{build.stdout[-2000:]}"
-
-    api = (out / "api.html").read_text(encoding="utf-8")
+def test_docs_build_without_warnings_and_list_every_public_name(docs_html: Path) -> None:
+    api = (docs_html / "api.html").read_text(encoding="utf-8")
     anchors = set(re.findall(r'\bid="([^"]+)"', api))
     missing = sorted(name for name, anchor in _expected_anchors().items() if anchor not in anchors)
     assert not missing, f"the API page does not document: {', '.join(missing)}"

@@ -1,6 +1,6 @@
 """The built documentation reads well in a real browser without network: code fits, formulas render.
 
-The docs are built once (as CI does, ``python -m sphinx -W -b html docs OUT``) and opened from disk in
+The docs are built once for the suite (``tests/conftest.py``, as CI does) and opened from disk in
 headless Chromium, driven by Playwright, at 1280 px width with the network switched off, as on an offline
 login node (``tests/browser.py``). Without a browser or Playwright the tests are skipped.
 """
@@ -8,8 +8,6 @@ login node (``tests/browser.py``). Without a browser or Playwright the tests are
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,21 +16,14 @@ import pytest
 
 from .browser import launch, open_offline
 
-REPO = Path(__file__).resolve().parents[1]
-BUILD_TIMEOUT = 300
 #: A script or style sheet loaded from the network: ``<script src="http...">``, ``<link href="//...">``.
 REMOTE_ASSET = re.compile(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(?:https?:)?//[^\"]*\"[^>]*>")
 
 
 @pytest.fixture(scope="module")
-def html(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Build the docs once for this module and return the HTML folder."""
-    pytest.importorskip("sphinx")
-    out = tmp_path_factory.mktemp("docs") / "html"
-    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html", "docs", str(out)]
-    build = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
-    assert build.returncode == 0, f"sphinx-build -W failed:\n{build.stderr[-6000:]}"
-    return out
+def html(docs_html: Path) -> Path:
+    """The HTML folder of the suite's one build of the docs (``tests/conftest.py``)."""
+    return docs_html
 
 
 @pytest.fixture(scope="module")
