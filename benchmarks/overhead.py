@@ -42,19 +42,31 @@ it, the floor with synchronous sends (``Issend``, the mailbox's mode), prints it
 ``synchronous_floor_us_per_evaluation_per_worker`` (and, with ``--sleep``,
 ``synchronous_floor_throughput_vs_ideal``).
 ``--ratio`` prints, per propagator, a line with the per-evaluation overhead of the largest run over the
-smallest.
+smallest. ``--profile N`` runs each rank's ``propulate()`` under :mod:`cProfile` and prints, after each run's
+line, where its time went: the ``N`` largest parts, each a module of propulate (its functions' own time, MPI
+calls included: mpi4py's methods are compiled and invisible to the profiler, so their time counts to the
+function that calls them), ``pickle``, ``numpy``, the standard library, the interpreter's built-ins, or the
+pauses of the waits (``time.sleep``), in microseconds and calls per evaluation, summed over all ranks. It is
+wall-clock time while the code runs: the profiler adds a cost to every call (parts made of many small calls
+look larger than they are) and, with more ranks than cores, a rank preempted inside a function adds the
+time it waited for the core. ``profiled_us_per_evaluation`` (all parts but the pauses) against the run's
+own ``cpu_us_per_evaluation`` tells how much larger; a run without ``--profile`` gives the true figures.
+
 Usage::
 
     mpiexec -n 4 python benchmarks/overhead.py --floor --generations 500 5000 20000 --ratio
     mpiexec -n 8 python benchmarks/overhead.py --floor --synchronous-floor --sleep 0.01 --generations 200
+    mpiexec -n 4 python benchmarks/overhead.py --generations 2000 --profile 20
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import gc
 import json
+import pstats
 import random
 import resource
 import shutil
@@ -157,7 +169,8 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
     before = resident_bytes()
     start = time.perf_counter()
     cpu = time.process_time()
-    with arrival_ages(args.age) as ages:
+    profiler = cProfile.Profile() if args.profile else None
+    with arrival_ages(args.age) as ages, profiler or contextlib.nullcontext():
         propulator.propulate(debug=-1)
     wall = time.perf_counter() - start
     cpu = time.process_time() - cpu
@@ -175,6 +188,7 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
         "messages": mailbox.messages_sent,
         "bytes": mailbox.bytes_sent,
         "ages": ages,
+        "parts": profile_parts(profiler) if profiler is not None else None,
     }
     if args.summary:
         start = time.perf_counter()
@@ -188,6 +202,62 @@ def run(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[str,
         shutil.rmtree(directory)
     island_comm.Free()
     return figures
+
+
+#: The part of a profile that is time spent asleep (the waits' pauses): not counted in its total.
+SLEEPING = "time.sleep (wall-clock time, not in the total)"
+
+
+def part_of(filename: str, name: str) -> str:
+    """Return the part a profiled function belongs to (see ``--profile`` in the module docstring)."""
+    if filename == "~":  # a built-in: "<built-in method _pickle.loads>", "<method 'copy' of ... objects>"
+        if name == "<built-in method time.sleep>":
+            return SLEEPING
+        for part in ("pickle", "numpy"):
+            if part in name:
+                return part
+        return "built-ins"
+    path = filename.replace("\\", "/")
+    if "/propulate/" in path:
+        return "propulate/" + path.rsplit("/propulate/", 1)[1]
+    for part in ("numpy", "mpi4py", "h5py"):
+        if f"/{part}/" in path:
+            return part
+    return "standard library" if path.endswith(".py") or path.startswith("<") else path
+
+
+def profile_parts(profiler: cProfile.Profile) -> dict[str, tuple[float, int]]:
+    """Return ``{part: (seconds, calls)}`` of the profiled functions' own time (see :func:`part_of`)."""
+    parts: dict[str, tuple[float, int]] = {}
+    for (filename, _, name), (_, calls, own, *_) in pstats.Stats(profiler).stats.items():  # type: ignore[attr-defined]
+        part = part_of(filename, name)
+        seconds, count = parts.get(part, (0.0, 0))
+        parts[part] = (seconds + own, count + calls)
+    return parts
+
+
+def profile_line(gathered: list[dict[str, Any]], line: dict[str, Any], top: int) -> dict[str, Any]:
+    """Return the ``overhead-profile`` line of a run: its ``top`` parts summed over all ranks."""
+    evaluations = line["evaluations"]
+    parts: dict[str, list[float]] = {}
+    for figures in gathered:
+        for part, (seconds, calls) in figures["parts"].items():
+            total = parts.setdefault(part, [0.0, 0.0])
+            total[0] += seconds
+            total[1] += calls
+    ranked = sorted(parts.items(), key=lambda item: -item[1][0])
+    running = sum(seconds for part, (seconds, _) in parts.items() if part != SLEEPING)
+    return {
+        "benchmark": "overhead-profile",
+        "ranks": line["ranks"],
+        "propagator": line["propagator"],
+        "generations": line["generations"],
+        "profiled_us_per_evaluation": 1e6 * running / evaluations,
+        "parts": [
+            [part, round(1e6 * seconds / evaluations, 2), round(calls / evaluations, 2)]
+            for part, (seconds, calls) in ranked[:top]
+        ],
+    }
 
 
 def time_report(directory: str) -> dict[str, Any]:
@@ -274,6 +344,8 @@ def measure(comm: MPI.Comm, generations: int, args: argparse.Namespace) -> dict[
             line["result_age_ms_max"] = float(ages.max())
     if args.sleep > 0:
         line["throughput_vs_ideal"] = line["evaluations_per_second"] * args.sleep / comm.size
+    if args.profile:
+        line["profile"] = profile_line(gathered, line, args.profile)
     return line
 
 
@@ -316,9 +388,14 @@ def main() -> None:
     parser.add_argument(
         "--report", action="store_true", help="time `python -m propulate report` on each run's checkpoint"
     )
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="print the N largest parts of the processor time"
+    )
     args = parser.parse_args()
     if any(g < 1 for g in args.generations) or args.islands < 1 or args.dims < 1 or args.sleep < 0:
         parser.error("--generations, --islands and --dims must be positive, --sleep non-negative")
+    if args.profile < 0:
+        parser.error("--profile must be a number of parts, 1 or more (0: no profile)")
     comm = MPI.COMM_WORLD
     for propagator in args.propagator:
         config = argparse.Namespace(**{**vars(args), "propagator": propagator})
@@ -344,7 +421,10 @@ def main() -> None:
                         line["overhead_us_per_evaluation_per_worker"]
                         / floor["floor_us_per_evaluation_per_worker"]
                     )
+            profile = line.pop("profile", None)
             print(json.dumps(line), flush=True)
+            if profile is not None:
+                print(json.dumps(profile), flush=True)
             lines.append(line)
         if args.ratio and len(lines) > 1:
             smallest = min(lines, key=lambda x: x["generations"])

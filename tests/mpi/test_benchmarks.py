@@ -46,11 +46,16 @@ def test_overhead_with_a_sleeping_floor(mpirun):
     assert line["messages_per_evaluation"] > 0 and line["result_age_ms_max"] >= 0
 
 
-def test_overhead_times_the_report_command(mpirun):
-    args = ["--generations", "30", "--summary", "2", "--report"]
-    (line,) = json_lines(mpirun(BENCHMARKS / "overhead.py", 2, *args, timeout=180).stdout)
+def test_overhead_times_the_report_command_and_profiles_the_loop(mpirun):
+    args = ["--generations", "30", "--summary", "2", "--report", "--profile", "4"]
+    line, profile = json_lines(mpirun(BENCHMARKS / "overhead.py", 2, *args, timeout=180).stdout)
     assert line["report_rows"] == line["evaluations"] == 2 * 30
     assert line["report_seconds"] > 0 and line["summary_seconds"] > 0
+    assert profile["benchmark"] == "overhead-profile" and profile["generations"] == 30
+    assert len(profile["parts"]) == 4 and profile["profiled_us_per_evaluation"] > 0
+    times = [us for _, us, _ in profile["parts"]]
+    assert times == sorted(times, reverse=True) and times[-1] > 0
+    assert any(part.startswith("propulate/") for part, _, _ in profile["parts"]), profile
 
 
 def test_overhead_with_a_synchronous_floor(mpirun):
