@@ -6,6 +6,8 @@ ranks with the machine to itself but for the other worker, which runs everything
 objects in one process, the docs). The group is chosen by path, in a scheduler of our own, rather than with
 ``xdist_group`` marks: pytest 9.2 names a test by an attribute that pytest-xdist 3.8 does not rename, so
 its marks group nothing.
+
+It also builds the docs once for the suite's checks of them (the ``docs_html`` fixture).
 """
 
 from __future__ import annotations
