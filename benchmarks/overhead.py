@@ -389,7 +389,7 @@ def main() -> None:
         "--report", action="store_true", help="time `python -m propulate report` on each run's checkpoint"
     )
     parser.add_argument(
-        "--profile", type=int, default=0, metavar="N", help="print the N largest parts of the processor time"
+        "--profile", type=int, default=0, metavar="N", help="profile each run; print its N largest parts"
     )
     args = parser.parse_args()
     if any(g < 1 for g in args.generations) or args.islands < 1 or args.dims < 1 or args.sleep < 0:
