@@ -473,7 +473,6 @@ class Propulator(RunResultsMixin):
         An evaluation interrupted by the end of the last job is done again first; else a new one is bred
         (again, while a peer announced or evaluated the same configuration, see :meth:`_claim`).
         """
-        self._started += 1
         while True:
             ind = (
                 self._requeue.pop(0)
@@ -481,11 +480,11 @@ class Propulator(RunResultsMixin):
                 else self._breeder.breed_for(self.generation, self.island_rank, self.island_idx)
             )
             if ind is None:  # the island is told that this worker evaluates nothing now
-                self._started -= 1
                 self._link.tell(started=self._started, period=self._mean_period, withdraw=True)
                 return None
-            self._link.tell(ind, self._started, self._mean_period)
+            self._link.tell(ind, self._started + 1, self._mean_period)  # its started-th, this one included
             if ind.uid >= 0 or self._claim(ind):  # an evaluation done again is this worker's
+                self._started += 1
                 return ind
 
     def _claim(self, ind: Individual) -> bool:
