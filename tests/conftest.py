@@ -1,9 +1,13 @@
-"""How the suite shares out among pytest-xdist workers: the tests that launch MPI jobs go to one of them.
+"""How the suite shares out among pytest-xdist workers: the tests that launch MPI jobs in two lanes.
 
 The README's test command is ``pytest -n 2 --dist loadgroup``: the tests under ``tests/mpi`` and the SLURM
-scripts' (:data:`MPI_TESTS`) form one group that one worker runs one after the other, each job of up to 8
-ranks with the machine to itself but for the other worker, which runs everything else meanwhile (pure
-objects in one process, the docs). The group is chosen by path, in a scheduler of our own, rather than with
+scripts' (:data:`MPI_TESTS`) form two groups, each run by one worker one after the other, each job of up to
+8 ranks sharing the machine with at most one job of the other group: the jobs of the trainer integrations
+and tutorials (:data:`TRAINER_TESTS`, whose ranks spend seconds importing PyTorch, Lightning or
+Transformers) and the library's own jobs. The two groups take about as long; a worker that finishes its
+group runs the other tests (pure objects in one process, the docs), one at a time. A single lane left the
+two cores about 40 % idle: an MPI test's job waits for timeouts, signals, sleeping losses and its
+interpreters' start. The groups are chosen by path, in a scheduler of our own, rather than with
 ``xdist_group`` marks: pytest 9.2 names a test by an attribute that pytest-xdist 3.8 does not rename, so
 its marks group nothing.
 
@@ -25,17 +29,27 @@ DOCS_BUILD_TIMEOUT = 300
 
 #: The tests that launch jobs under ``mpiexec`` (paths relative to the repository, as in their node ids).
 MPI_TESTS = ("tests/mpi/", "tests/test_slurm_scripts.py")
+#: Of those, the ones whose jobs import PyTorch and the trainers on every rank: one group of their own.
+TRAINER_TESTS = tuple(
+    f"tests/mpi/test_{name}.py"
+    for name in ("lightning", "hf_trainer", "distributed", "pbt", "stops", "tutorial_cli")
+)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``--dist loadgroup``: one work unit of every MPI test, every other test a unit of its own."""
+    """With ``--dist loadgroup``: two work units of the MPI tests, every other test a unit of its own.
+
+    pytest-xdist hands out the units with the most tests first, one to each worker: the two MPI groups.
+    """
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class MPITestsTogether(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
+            if nodeid.startswith(TRAINER_TESTS):
+                return "mpi-trainers"
             return "mpi" if nodeid.startswith(MPI_TESTS) else nodeid
 
     return MPITestsTogether(config, log)
