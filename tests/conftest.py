@@ -46,13 +46,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    class MPITestsTogether(LoadScopeScheduling):
+    class MPIGroups(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith(TRAINER_TESTS):
                 return "mpi-trainers"
             return "mpi" if nodeid.startswith(MPI_TESTS) else nodeid
 
-    return MPITestsTogether(config, log)
+    return MPIGroups(config, log)
 
 
 @pytest.fixture(scope="session")
