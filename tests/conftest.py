@@ -1,15 +1,15 @@
-"""How the suite shares out among pytest-xdist workers: the tests that launch MPI jobs in two lanes.
+"""How the suite shares out among pytest-xdist workers: the tests that launch MPI jobs form two groups.
 
 The README's test command is ``pytest -n 2 --dist loadgroup``: the tests under ``tests/mpi`` and the SLURM
 scripts' (:data:`MPI_TESTS`) form two groups, each run by one worker one after the other, each job of up to
 8 ranks sharing the machine with at most one job of the other group: the jobs of the trainer integrations
 and tutorials (:data:`TRAINER_TESTS`, whose ranks spend seconds importing PyTorch, Lightning or
 Transformers) and the library's own jobs. The two groups take about as long; a worker that finishes its
-group runs the other tests (pure objects in one process, the docs), one at a time. With all MPI tests in
-one group, the other worker stood idle for most of the run while many jobs wait (for timeouts, signals,
-sleeping losses) rather than compute: the suite kept 1.6 of two cores busy here, now 1.9. The groups are
-chosen by path, in a scheduler of our own, rather than with ``xdist_group`` marks: pytest 9.2 names a test
-by an attribute that pytest-xdist 3.8 does not rename, so its marks group nothing.
+group runs the other tests (pure objects in one process, the docs), one at a time. Many MPI jobs wait (for
+timeouts, signals, sleeping losses) rather than compute, so with all of them in one group the other worker
+would stand idle for most of the run. The groups are chosen by path, in a scheduler of our own, rather than
+with ``xdist_group`` marks: pytest 9.2 names a test by an attribute that pytest-xdist 3.8 does not rename,
+so its marks group nothing.
 
 It also builds the docs once for the suite's checks of them (the ``docs_html`` fixture).
 """

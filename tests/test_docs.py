@@ -3,10 +3,9 @@
 The build is the suite's one build of the docs (the ``docs_html`` fixture of ``tests/conftest.py``: Sphinx
 in a subprocess, as CI runs it, so autodoc imports this checkout of propulate); the fixture fails the test
 on any warning. "Lists" means the API page documents the object: Sphinx gives every documented class,
-function and value an HTML anchor named by its full name, under the module that
-defines it (``propulate.propagators.ga.PointMutation``), except the package's own names
-(``propulate.Islands``), the surrogates (``propulate.surrogate.StaticSurrogate``) and the trackers
-(``propulate.trackers.MLflowTracker``).
+function and value an HTML anchor named by its full name, under the module that defines it
+(``propulate.propagators.ga.PointMutation``), except the package's own names (``propulate.Islands``), the
+surrogates (``propulate.surrogate.StaticSurrogate``) and the trackers (``propulate.trackers.MLflowTracker``).
 """
 
 from __future__ import annotations
