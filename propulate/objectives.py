@@ -15,7 +15,8 @@ Pareto dominance (minimization): ``a`` dominates ``b`` when ``a_i <= b_i`` for e
 when the points of ranks up to ``r`` removed, nothing dominates it (the non-dominated sorting of NSGA-II,
 Deb, Pratap, Agarwal & Meyarivan, IEEE TEC 6(2), 2002, Sec. III-A). Ranks and the hypervolume are computed
 by the ``moocore`` package (López-Ibáñez et al.), the crowding distance here (Deb et al. 2002, Sec. III-B).
-No MPI in here.
+No MPI in here. ``moocore`` is imported when first used (it costs every rank some 20 ms, and most runs have
+one objective).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import moocore
 import numpy as np
 
 from .individual import Individual, Status
@@ -244,6 +244,8 @@ def pareto_ranks(points: Any) -> np.ndarray:
         # stand in for them (NaN as inf), which keeps every comparison between two points.
         big = np.finfo(np.float64).max
         array = np.nan_to_num(array, nan=big, posinf=big, neginf=-big)
+    import moocore
+
     return np.asarray(moocore.pareto_rank(array), dtype=np.int64)
 
 
@@ -320,6 +322,8 @@ def hypervolume(points: Any, reference: Sequence[float]) -> float:
         return 0.0
     if np.isinf(inside).any():  # a point at -inf in some objective: unbounded (moocore would crash on it)
         return math.inf
+    import moocore
+
     return float(moocore.hypervolume(inside, ref=ref))
 
 
