@@ -10,7 +10,6 @@ The public names of Propulate 1.2.2 plus this package's own. Everything that nee
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from .individual import Individual, Status
@@ -27,10 +26,9 @@ if TYPE_CHECKING:
     from .propulator import Propulator
     from .utils import get_default_propagator, set_logger_config
 
-try:
-    __version__ = version("propulate")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
+#: The one place the version is written: pyproject.toml reads it from here. A literal, so that
+#: ``import propulate`` on every rank does not search the installed distributions for it.
+__version__ = "2.0.0.dev0"
 
 __all__ = [
     "Categorical",
