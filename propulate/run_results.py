@@ -338,7 +338,9 @@ class RunResultsMixin:
         list of list of Individual
             One list per worker (in ``propulate_comm`` order), best first; the same on every rank. In a run
             with several objectives, each worker's list is its island's Pareto front instead (all of it,
-            whatever ``top_n``), in the order of the first objective.
+            whatever ``top_n``), in the order of the first objective. The workers of an island hold the same
+            population once the run is over, so only each island's first worker sends its list: the lists of
+            an island's workers are equal, and share their individuals.
 
         Raises
         ------
@@ -348,11 +350,16 @@ class RunResultsMixin:
         check_int("top_n", top_n, 0)
         gathered: list[list[Individual]] | None = None
         if self.is_worker_root:
-            if self.objectives is None:
-                mine = distinct_best(self._island_members(top_n), top_n)
-            else:
-                mine = sorted(pareto_front(self.population), key=loss_vector)
-            gathered = self._world.allgather(mine)
+            firsts = [int(first) for first in self.island_displs]
+            mine: list[Individual] | None = None
+            if self._world.rank in firsts:  # the other workers' lists are the same (see Returns)
+                if self.objectives is None:
+                    mine = distinct_best(self._island_members(top_n), top_n)
+                else:
+                    mine = sorted(pareto_front(self.population), key=loss_vector)
+            lists = self._world.allgather(mine)
+            island_of = np.searchsorted(firsts, np.arange(self._world.size), side="right") - 1
+            gathered = [list(lists[firsts[island]]) for island in island_of]
         gathered = self._worker.bcast(gathered, root=0)
         assert gathered is not None
         if debug >= 1 and self.is_worker_root and self._world.rank == 0:

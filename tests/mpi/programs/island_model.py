@@ -17,6 +17,7 @@ from mpi4py import MPI
 
 from propulate import Islands
 from propulate.mpi.layout import known_node_local_rank
+from propulate.population import distinct_best
 from propulate.utils import get_default_propagator
 from propulate.utils.benchmark_functions import get_function_search_space
 
@@ -119,6 +120,9 @@ if propulator.is_worker_root:
     signature = sorted((ind.uid, ind.active, ind.loss, ind.migration_steps) for ind in population)
     signatures = island_comm.allgather(signature)
     assert all(s == signatures[0] for s in signatures), "populations differ within an island"
+    # This worker's list of the summary (sent by its island's first worker) is the best of its own population.
+    listed = [(ind.loss, tuple(ind.values())) for ind in summary[layout.propulate_comm.rank]]
+    assert listed == [(ind.loss, tuple(ind.values())) for ind in distinct_best(population, args.top_n)]
     mine = [ind for ind in population if ind.migration_steps == 0 and ind.island == layout.island_index]
     bred_here = [ind for ind in mine if ind.rank == island_comm.rank]
     assert len(bred_here) == args.generations, (len(bred_here), args.generations)
