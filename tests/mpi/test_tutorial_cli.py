@@ -6,6 +6,7 @@ rank-mismatch hint of the DDP tutorials is launched on one rank.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -50,8 +51,16 @@ def help_text(script: str) -> str:
         pytest.importorskip("torchvision")
         for module in NEEDS.get(script, ()):
             pytest.importorskip(module)
+    done = run_help(script)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+@functools.cache
+def run_help(script: str) -> subprocess.CompletedProcess[str]:
+    """Run ``script --help`` once per test session: three tests read it, a torch tutorial's takes seconds."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "1000"}
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(TUTORIALS / script), "--help"],
         capture_output=True,
         text=True,
@@ -59,8 +68,6 @@ def help_text(script: str) -> str:
         cwd=REPO,
         timeout=120,
     )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
 
 
 def option_entries(text: str) -> dict[str, str]:
