@@ -173,6 +173,7 @@ class RunResultsMixin:
     _worker: MPI.Comm
     checkpoint_path: Path
     island_idx: int
+    island_rank: int
     island_displs: np.ndarray
     is_worker_root: bool
     objectives: Objectives | None
@@ -350,16 +351,15 @@ class RunResultsMixin:
         check_int("top_n", top_n, 0)
         gathered: list[list[Individual]] | None = None
         if self.is_worker_root:
-            firsts = [int(first) for first in self.island_displs]
             mine: list[Individual] | None = None
-            if self._world.rank in firsts:  # the other workers' lists are the same (see Returns)
+            if self.island_rank == 0:  # the island's other workers' lists are the same (see Returns)
                 if self.objectives is None:
                     mine = distinct_best(self._island_members(top_n), top_n)
                 else:
                     mine = sorted(pareto_front(self.population), key=loss_vector)
-            lists = self._world.allgather(mine)
-            island_of = np.searchsorted(firsts, np.arange(self._world.size), side="right") - 1
-            gathered = [list(lists[firsts[island]]) for island in island_of]
+            told = self._world.allgather((self.island_idx, mine))
+            lists = {island: best for island, best in told if best is not None}
+            gathered = [list(lists[island]) for island, _ in told]
         gathered = self._worker.bcast(gathered, root=0)
         assert gathered is not None
         if debug >= 1 and self.is_worker_root and self._world.rank == 0:
