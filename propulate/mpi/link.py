@@ -42,6 +42,12 @@ MAX_WAIT = 0.01
 PAUSE = 5e-5
 PAUSE_CAP = 2e-4
 
+#: Seconds a claim's wait (:class:`Claim`) yields the processor between its polls before it pauses: a rank
+#: that shares its core with the peer it waits for hands the core over at once, where a rank that slept
+#: could leave the core idle while the peer waits for it in turn; yielding for longer takes the core from
+#: other jobs on the node (:doc:`/design/architecture`).
+YIELDING = 5e-5
+
 #: Seconds between polls, at most, of a worker that has nothing to breed (:meth:`IslandLink.idle`), and how
 #: long it waits for news before it checks its stop conditions again.
 IDLE_PAUSE_CAP = 0.01
@@ -248,16 +254,18 @@ class IslandLink:
 
         While ``behind(time.monotonic())`` holds (see :meth:`propulate.breeding.Breeder.behind`), for at most
         :data:`MAX_WAIT` seconds and while this worker is not stopping. A worker far ahead of a peer whose
-        evaluation should have ended takes in messages, sleeping between polls: with more ranks than cores
-        the peer may simply not have been scheduled, and with a cheap loss function a few milliseconds
-        decide whether the worker breeds from its island's results or from its own. A peer busy with an
-        evaluation not yet due is not waited for. Waits cannot go round in a circle: a worker only waits for
-        peers that started fewer evaluations than it did, so the one furthest behind never waits.
+        evaluation should have ended takes in messages, yielding the processor between polls: with more
+        ranks than cores the peer may simply not have been scheduled, and a yield hands it the core at once
+        if it shares this one (a sleep would wake this worker again, or leave the core idle while the peer
+        waits for another); with a cheap loss function a few milliseconds decide whether the worker breeds
+        from its island's results or from its own. A peer busy with an evaluation not yet due is not waited
+        for. Waits cannot go round in a circle: a worker only waits for peers that started fewer evaluations
+        than it did, so the one furthest behind never waits.
         """
         if not behind(time.monotonic()):
             return
         deadline = time.monotonic() + MAX_WAIT
-        backoff = Backoff(start=PAUSE, cap=PAUSE_CAP, patience=0.0)
+        backoff = Backoff(patience=MAX_WAIT)  # yields until the deadline: it never sleeps
         while not self.stopping():
             self.check()
             if self.mailbox.waiting():
@@ -322,7 +330,8 @@ class Claim:
     look at what arrived: the configuration is the worker's unless the island knows it (:attr:`repeated`
     then). With ``confirm`` (see :mod:`propulate.breeding` for the protocol) the wait ends once every peer
     that may be breeding matched the announcement (its synchronous send completed), after :data:`MAX_WAIT`
-    seconds at most, or once this worker is stopping.
+    seconds at most, or once this worker is stopping; between its polls it yields the processor for
+    :data:`YIELDING` seconds, then sleeps (:data:`PAUSE`, doubling up to :data:`PAUSE_CAP`).
 
     Parameters
     ----------
@@ -365,7 +374,7 @@ class Claim:
         now = time.monotonic()
         mark = mailbox.mark(breeder.may_be_breeding(now))
         deadline = now + MAX_WAIT
-        backoff = Backoff(start=PAUSE, cap=PAUSE_CAP, patience=0.0)
+        backoff = Backoff(start=PAUSE, cap=PAUSE_CAP, patience=YIELDING)
         while True:
             late = time.monotonic() >= deadline
             confirmed = late or mailbox.matched(mark)
