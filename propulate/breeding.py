@@ -76,8 +76,8 @@ MAX_ATTEMPTS = 16
 MAX_DRAWS = 64
 #: How many evaluations an island peer may have started fewer than this worker before the worker gives
 #: the peer's news time to arrive (see :meth:`Breeder.behind`). Wide enough that ordinary scheduling
-#: jitter between ranks that share cores never makes a worker wait (each wait sleeps, which hands the core
-#: over but costs a system call and a wake-up), narrow enough that a worker whose peers were not scheduled
+#: jitter between ranks that share cores never makes a worker wait (each wait hands the core over, which
+#: costs system calls and context switches), narrow enough that a worker whose peers were not scheduled
 #: stops before it has bred many times from its own results alone.
 MAX_LAG = 16
 #: A peer's running evaluation is due once this many times its mean evaluation time has passed since it
