@@ -11,7 +11,9 @@ would stand idle for most of the run. The groups are chosen by path, in a schedu
 with ``xdist_group`` marks: pytest 9.2 names a test by an attribute that pytest-xdist 3.8 does not rename,
 so its marks group nothing.
 
-It also builds the docs once for the suite's checks of them (the ``docs_html`` fixture).
+It also builds the docs once for the suite's checks of them (the ``docs_html`` fixture). A session fixture
+is built once per worker, so the tests that read the build (:data:`DOCS_TESTS`) form one unit: one worker
+runs them all, and the docs are built once (about 25 s of processor time), not once on each worker.
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ TRAINER_TESTS = tuple(
     f"tests/mpi/test_{name}.py"
     for name in ("lightning", "hf_trainer", "distributed", "pbt", "stops", "tutorial_cli")
 )
+#: The tests that read the suite's build of the docs (the ``docs_html`` fixture): one unit, built once.
+DOCS_TESTS = ("tests/test_docs.py", "tests/test_docs_rendering.py")
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``--dist loadgroup``: two work units of the MPI tests, every other test a unit of its own.
+    """With ``--dist loadgroup``: two work units of the MPI tests, one of the docs' tests, every other test a
+    unit of its own.
 
     pytest-xdist hands out the units with the most tests first, one to each worker: the two MPI groups.
     """
@@ -50,6 +55,8 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             if nodeid.startswith(TRAINER_TESTS):
                 return "mpi-trainers"
+            if nodeid.startswith(DOCS_TESTS):
+                return "docs"
             return "mpi" if nodeid.startswith(MPI_TESTS) else nodeid
 
     return MPIGroups(config, log)
