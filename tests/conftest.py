@@ -42,8 +42,7 @@ DOCS_TESTS = ("tests/test_docs.py", "tests/test_docs_rendering.py")
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``--dist loadgroup``: two work units of the MPI tests, one of the docs' tests, every other test a
-    unit of its own.
+    """With ``--dist loadgroup``: two work units of the MPI tests, one of the docs', every other test alone.
 
     pytest-xdist hands out the units with the most tests first, one to each worker: the two MPI groups.
     """
