@@ -371,10 +371,23 @@ class EvaluationFolders:
         """Worker root: read what an earlier attempt of ``ind`` left; ``None`` for a first attempt.
 
         Only an individual evaluated again after an interruption (``redo``) is looked up, so a first
-        evaluation costs no file system access (unless the :class:`Inheritance` places a state).
+        evaluation costs no file system access (unless the :class:`Inheritance` places a state). What the
+        interrupted attempt had half saved for its next commit is removed here, before the worker's other
+        ranks hear of the evaluation: once they do, their loss function may save into :attr:`path` (the
+        shards of a sharded model) while this rank is still on its way to the loss function.
         """
         if not redo and type(self.inheritance).seed is Inheritance.seed:
             return None  # nothing to read, nothing placed: the folder's name is not even built
+        resume = self._read(ind, redo)
+        if resume is not None:
+            self.discard(ind.uid)
+        return resume
+
+    def discard(self, uid: int) -> None:
+        """Worker root: remove what an interrupted attempt of ``uid`` saved and never committed."""
+        _remove(self.folder(uid) / PENDING)
+
+    def _read(self, ind: Individual, redo: bool) -> Resume | None:
         folder = self.folder(ind.uid)
         if not redo or not folder.is_dir():
             return self.inheritance.seed(ind, folder)
@@ -405,8 +418,6 @@ class EvaluationFolders:
         self._existed = resume is not None
         self._committed = False
         self.current = None
-        if resume is not None and self.root:
-            _remove(self.folder(uid) / PENDING)  # a half-saved state of the interrupted attempt
         _active = self
 
     def checkpoint(self) -> EvaluationCheckpoint:

@@ -68,6 +68,8 @@ def _replay(
     losses: list[Any] = []
     resume: Resume | None = None
     for segment in segments:
+        if resume is not None:
+            folders.discard(0)  # what the last segment saved after its last commit
         folders.begin(0, resume, lambda: None)
         stream = loss_fn(dict(segment.params))
         try:

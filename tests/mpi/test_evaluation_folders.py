@@ -26,7 +26,10 @@ def run(launcher, tmp_path: Path, n: int, *args: str, timeout: float = 120.0, en
     ckpt = str(tmp_path / "ckpt")
     out = launcher("evaluation_folders.py", n, "--checkpoint", ckpt, *args, timeout=timeout, env=env)
     lines = [line for line in out.stdout.splitlines() if line.startswith("RESULT ")]
-    return (json.loads(lines[0][len("RESULT ") :]) if lines else None), out
+    result = json.loads(lines[0][len("RESULT ") :]) if lines else None
+    if result is not None:
+        result["output"] = out.stdout  # for the messages of failed assertions
+    return result, out
 
 
 def expected_loss(x: float, y: float, steps: int) -> float:
@@ -57,7 +60,8 @@ def check_final(
     individuals = result["individuals"]
     assert len(individuals) == workers * GENERATIONS, individuals
     for uid, status, steps, loss, _island, x, y in individuals:
-        assert status == "COMPLETED", (uid, status)
+        error = result["errors"].get(str(uid))
+        assert status == "COMPLETED", f"{uid} {status}: {error}\noutput:\n{result['output'][-6000:]}"
         assert steps == (0 if plain else EPOCHS), (uid, steps)  # a plain loss function reports no steps
         assert loss == pytest.approx(expected_loss(x, y, EPOCHS), rel=1e-12), uid
     assert result["folders"] == {}, "evaluation folders left behind"

@@ -335,6 +335,33 @@ def test_prepare_reads_what_an_interrupted_attempt_left(make_evaluator, tmp_path
     assert resume.interim == [(pytest.approx(running_sum(0.8, k)), {"epoch": float(k)}) for k in range(1, 4)]
 
 
+def test_the_half_saved_state_is_gone_before_the_other_ranks_hear_of_the_evaluation(tmp_path) -> None:
+    """The root prepares, then sends the task: a sub-rank may save into ``pending`` before the root begins.
+
+    Removing the interrupted attempt's ``pending`` in :meth:`EvaluationFolders.begin` raced the sub-rank: its
+    ``evaluation_checkpoint()`` (``mkdir(exist_ok=True)``) raised ``FileExistsError`` when the folder vanished
+    between its two looks (so a 2-rank worker's resumed evaluation failed in CI); a shard it saved was lost.
+    """
+    folder = tmp_path / "evaluations" / "5"
+    (folder / "step-00000001.000001").mkdir(parents=True)
+    (folder / "interim.json").write_text('[{"loss": 1.0, "metrics": {}}]')
+    (folder / "pending").mkdir()
+    (folder / "pending" / "half-saved").write_text("of the interrupted attempt")
+    root, sub = EvaluationFolders(tmp_path, root=True), EvaluationFolders(tmp_path, root=False)
+    ind = individual(uid=5)
+    resume = root.prepare(ind, redo=True)
+    assert resume is not None and resume.step == 1
+    assert not (folder / "pending").exists(), "removed before the task goes to the other ranks"
+    sub.begin(ind.uid, resume, lambda: None)  # the sub-rank's loss function saves its shard first
+    (evaluation_checkpoint().path / "shard-1").write_text("saved by the sub-rank")
+    sub.end()
+    root.begin(ind.uid, resume, lambda: None)
+    checkpoint = evaluation_checkpoint()
+    root.end()
+    assert os.listdir(checkpoint.path) == ["shard-1"]
+    assert checkpoint.latest == folder / "step-00000001.000001"
+
+
 def test_a_first_evaluation_does_not_look_at_the_disk(tmp_path, monkeypatch) -> None:
     folder = tmp_path / "evaluations" / "5"
     (folder / "step-00000001.000001").mkdir(parents=True)

@@ -16,8 +16,8 @@ appends what it was shown (``uid cancel|replay loss``) to ``surrogate-<rank>.log
 SIGTERM to every rank of the job (as ``scancel`` or a launcher would), or SIGKILL with ``--kill`` (after
 waiting for a checkpoint flush, as a node failure would, after which nothing is written).
 
-Rank 0 prints one ``RESULT`` line: every individual of the population (uid, status, steps, loss, x, y) and
-the evaluation folders left.
+Rank 0 prints one ``RESULT`` line: every individual of the population (uid, status, steps, loss, x, y), the
+evaluation folders left, and the error of every individual that failed (by uid).
 """
 
 from __future__ import annotations
@@ -163,12 +163,19 @@ population = [
     for ind in islands.propulator.population
     if not ind.migration_steps
 ]
+errors = {
+    ind.uid: ind.error
+    for ind in islands.propulator.population
+    if not ind.migration_steps and ind.error and islands.propulator.island_rank == 0
+}
 populations = world.gather(population if islands.propulator.island_rank == 0 else [], root=0)
+failures = world.gather(errors, root=0)
 if world.rank == 0:
-    assert populations is not None
+    assert populations is not None and failures is not None
     individuals = sorted({entry for part in populations for entry in part})
     folder = checkpoint / "evaluations"
     left = {
         name: sorted(os.listdir(folder / name)) for name in (os.listdir(folder) if folder.is_dir() else [])
     }
-    print("RESULT " + json.dumps({"individuals": individuals, "folders": left}))
+    errors = {str(uid): error for part in failures for uid, error in part.items()}
+    print("RESULT " + json.dumps({"individuals": individuals, "folders": left, "errors": errors}))
