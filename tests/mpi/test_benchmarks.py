@@ -194,3 +194,20 @@ def test_key_memory_compares_the_stores():
     assert all(line["add_us"] > 0 and line["knows_us"] > 0 for line in lines.values())
     # Past 65,536 keys the sorted array holds most of them: far below a Python set's bytes per key.
     assert lines["keyset"]["held_bytes_per_key"] < lines["set"]["held_bytes_per_key"] / 2
+
+
+def test_receive_cost_times_each_step_of_taking_in_a_peer_result():
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "receive_cost.py"), "--results", "300", "--repeats", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    lines = json_lines(done.stdout)
+    assert [line["repeat"] for line in lines] == [0, 1]
+    steps = ("loads_us", "read_us", "told_us", "hear_us")
+    for line in lines:
+        assert line["stored"] == 300, "every result was taken into the population"
+        assert all(line[step] > 0 for step in steps)
+        assert line["total_us"] == pytest.approx(sum(line[step] for step in steps), abs=0.01)
