@@ -373,8 +373,9 @@ class EvaluationFolders:
         Only an individual evaluated again after an interruption (``redo``) is looked up, so a first
         evaluation costs no file system access (unless the :class:`Inheritance` places a state). What the
         interrupted attempt had half saved for its next commit is removed here, before the worker's other
-        ranks hear of the evaluation: once they do, their loss function may save into :attr:`path` (the
-        shards of a sharded model) while this rank is still on its way to the loss function.
+        ranks hear of the evaluation: once they do, their loss function may save into
+        :attr:`EvaluationCheckpoint.path` (the shards of a sharded model) while this rank is still on its
+        way to the loss function.
         """
         if not redo and type(self.inheritance).seed is Inheritance.seed:
             return None  # nothing to read, nothing placed: the folder's name is not even built

@@ -338,9 +338,9 @@ def test_prepare_reads_what_an_interrupted_attempt_left(make_evaluator, tmp_path
 def test_the_half_saved_state_is_gone_before_the_other_ranks_hear_of_the_evaluation(tmp_path) -> None:
     """The root prepares, then sends the task: a sub-rank may save into ``pending`` before the root begins.
 
-    Removing the interrupted attempt's ``pending`` in :meth:`EvaluationFolders.begin` raced the sub-rank: its
-    ``evaluation_checkpoint()`` (``mkdir(exist_ok=True)``) raised ``FileExistsError`` when the folder vanished
-    between its two looks (so a 2-rank worker's resumed evaluation failed in CI); a shard it saved was lost.
+    So the interrupted attempt's half-saved state is gone by then, and the root's ``begin`` removes nothing a
+    sub-rank saved (nor the folder under a sub-rank's ``mkdir(exist_ok=True)``, which raises
+    ``FileExistsError`` when the folder vanishes between its two looks).
     """
     folder = tmp_path / "evaluations" / "5"
     (folder / "step-00000001.000001").mkdir(parents=True)
