@@ -241,7 +241,10 @@ class EvaluationCheckpoint:
     path : pathlib.Path
         Where the loss function saves the state of its next commit (a folder, created by
         :func:`evaluation_checkpoint`, empty at the start of every step). Save everything needed to continue,
-        every time: a commit replaces the previous state.
+        every time: a commit replaces the previous state. With several ranks per worker, a rank other than
+        the first saves for the next commit only after a collective operation of the step (a training step
+        begins with one): the first rank renames the folder after the commit's agreement, while the other
+        ranks already go on.
     reported : int
         Interim losses this evaluation reported in earlier attempts (0 for a first attempt).
     """
@@ -291,8 +294,9 @@ class EvaluationCheckpoint:
 
         A generator loss function commits when it yields an interim loss, so it needs this only to commit in
         between. Call it on every rank of the worker once every rank that saves has finished saving; the
-        worker's first rank renames the folder. At a stop (a signal, the time limit near) the evaluation is
-        interrupted here, on every rank, once the state is committed; it continues from it on resume.
+        worker's first rank renames the folder (the other ranks return without waiting for it, see
+        :attr:`path`). At a stop (a signal, the time limit near) the evaluation is interrupted here, on every
+        rank, once the state is committed; it continues from it on resume.
         """
         self._commit()
 
