@@ -7,7 +7,8 @@ does, and each step is timed on its own (``time.perf_counter`` around it, about 
 - ``loads``: ``pickle.loads`` of the message (mpi4py's receive unpickles it so);
 - ``read``: :meth:`IslandNews.read` (the individuals unpacked, the announcement) and the
   :class:`~propulate.mpi.link.PeerUpdate` the link hands the loop;
-- ``told``: :meth:`IslandState.told` (the population, the observers, the progress counts);
+- ``told``: :meth:`IslandState.told` (stored in the population and shown to the propagator if it observes,
+  as in the loop; the progress counts of a run with a progress report, not made here, come on top);
 - ``hear``: :meth:`Breeder.hear` (the announcement noted for the breeding without repeats).
 
 Rank-free: what MPI and the sharing of cores add comes on top (``overhead.py`` measures the whole loop,
@@ -65,8 +66,8 @@ def take_in(limits: dict[str, Any], frames: list[bytes], seed: int = 2) -> tuple
     Returns microseconds per result, per step and in total, and the individuals the worker then holds.
     """
     news = IslandNews(has_peers=True)
-    state = IslandState()
     propagator = get_default_propagator(8, limits, rng=random.Random(seed))
+    state = IslandState(propagator.observe if propagator.observes else None)
     breeder = Breeder(propagator, state.population, random.Random(seed + 1))
     spent = dict.fromkeys(STEPS, 0.0)
     clock = time.perf_counter
