@@ -158,24 +158,21 @@ islands = Islands(
 )
 islands.propulate(debug=0)
 
-population = [
-    (ind.uid, ind.status.name, ind.steps, ind.loss, ind.island, ind["x"], ind["y"])
-    for ind in islands.propulator.population
-    if not ind.migration_steps
-]
-errors = {
-    ind.uid: ind.error
-    for ind in islands.propulator.population
-    if not ind.migration_steps and ind.error and islands.propulator.island_rank == 0
-}
-populations = world.gather(population if islands.propulator.island_rank == 0 else [], root=0)
-failures = world.gather(errors, root=0)
+# Each island's first worker reports its population (read once: outside propulate() it may come from disk).
+mine: tuple[list[tuple[Any, ...]], dict[int, str]] = ([], {})
+if islands.propulator.island_rank == 0:
+    members = [ind for ind in islands.propulator.population if not ind.migration_steps]
+    mine = (
+        [(ind.uid, ind.status.name, ind.steps, ind.loss, ind.island, ind["x"], ind["y"]) for ind in members],
+        {ind.uid: ind.error for ind in members if ind.error},
+    )
+gathered = world.gather(mine, root=0)
 if world.rank == 0:
-    assert populations is not None and failures is not None
-    individuals = sorted({entry for part in populations for entry in part})
+    assert gathered is not None
+    individuals = sorted({entry for part, _ in gathered for entry in part})
     folder = checkpoint / "evaluations"
     left = {
         name: sorted(os.listdir(folder / name)) for name in (os.listdir(folder) if folder.is_dir() else [])
     }
-    errors = {str(uid): error for part in failures for uid, error in part.items()}
+    errors = {str(uid): error for _, failed in gathered for uid, error in failed.items()}
     print("RESULT " + json.dumps({"individuals": individuals, "folders": left, "errors": errors}))
